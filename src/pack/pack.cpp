@@ -1,0 +1,58 @@
+// The pack layer's C++ API: argument checks with MPI's error classes, then the engine.
+#include <ferry/pack.hpp>
+
+#include <string>
+
+#include "pack/cpu/engine.hpp"
+#include "sys/error.hpp"
+
+namespace ferry {
+
+using detail::fail;
+
+namespace {
+
+void check_count(i64 count) {
+  if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
+}
+
+// Checks the packed buffer's window [*position, *position + bytes) against its size.
+void check_window(const void* buf, i64 size, const i64* position, i64 bytes, const char* what) {
+  if (position == nullptr) fail(MPI_ERR_ARG, "position is a null pointer");
+  if (size < 0) fail(MPI_ERR_ARG, std::string("negative ") + what + " size");
+  if (*position < 0) fail(MPI_ERR_ARG, "negative position: " + std::to_string(*position));
+  if (bytes > 0 && buf == nullptr) fail(MPI_ERR_BUFFER, std::string(what) + " buffer is null");
+  if (*position > size || bytes > size - *position)
+    fail(MPI_ERR_TRUNCATE, std::string(what) + " buffer too small: " + std::to_string(bytes) +
+                               " bytes needed at position " + std::to_string(*position) +
+                               ", buffer has " + std::to_string(size));
+}
+
+}  // namespace
+
+i64 pack_size(i64 count, const Type& type) {
+  check_count(count);
+  return detail::checked_mul(count, type.size(), MPI_ERR_COUNT, "packed size");
+}
+
+void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outsize,
+          i64* position) {
+  i64 bytes = pack_size(count, type);
+  check_window(outbuf, outsize, position, bytes, "output");
+  if (bytes > 0 && inbuf == nullptr) fail(MPI_ERR_BUFFER, "input buffer is null");
+  detail::cpu_pack(static_cast<const char*>(inbuf), count, type,
+                   static_cast<char*>(outbuf) + *position);
+  *position += bytes;
+}
+
+void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 count,
+            const Type& type) {
+  i64 bytes = pack_size(count, type);
+  check_window(inbuf, insize, position, bytes, "input");
+  if (bytes > 0 && outbuf == nullptr) fail(MPI_ERR_BUFFER, "output buffer is null");
+  detail::cpu_unpack(static_cast<const char*>(inbuf) + *position, static_cast<char*>(outbuf),
+                     count, type);
+  *position += bytes;
+}
+
+}  // namespace ferry

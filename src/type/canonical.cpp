@@ -1,0 +1,174 @@
+// Canonicalization (dissertation §5.2.2, Algorithms 1-4, extended to Blocks): rewrite bottom-up
+// until nothing changes. Every rule keeps the type map, order included:
+//   empty       a node with no data becomes Dense{0,0}; empty Blocks entries are dropped
+//   elision     Stream{count 1} is its child, shifted (Alg. 3, also at the root)
+//   hoisting    a child's offset moves into its parent, so offsets sit as high as they can and
+//               equal layouts at different places share one canonical child
+//   folding     Stream over Dense with stride == size is one bigger Dense (Alg. 2)
+//   flattening  Stream over Stream with outer stride == inner count * inner stride is one Stream
+//               (Alg. 4)
+//   blocks      nested small Blocks are spliced in; abutting Dense entries merge; runs of equal
+//               children at a constant step become one Stream entry; one entry is its child
+// TEMPI's sort-by-stride pass is left out on purpose: swapping two streams reorders the type map.
+#include <ferry/type.hpp>
+
+#include <unordered_map>
+
+#include "sys/error.hpp"
+
+namespace ferry {
+
+using detail::checked_add;
+using detail::checked_mul;
+
+namespace {
+
+// A Blocks child with at most this many entries is spliced into its parent: small structs of
+// structs flatten, while large indexed children stay shared (factored) instead of being copied.
+constexpr std::size_t kSpliceMax = 32;
+
+class Pass {
+ public:
+  bool changed = false;
+
+  NodePtr visit(const NodePtr& n) {
+    // The IR is a DAG (shared children); memoize so each shared node is rewritten once.
+    auto it = memo_.find(n.get());
+    if (it != memo_.end()) return it->second;
+    NodePtr r = rewrite(n);
+    if (r != n) changed = true;
+    memo_.emplace(n.get(), r);
+    return r;
+  }
+
+ private:
+  std::unordered_map<const Node*, NodePtr> memo_;
+
+  NodePtr empty() { return make_dense(0, 0); }
+
+  NodePtr rewrite(const NodePtr& n) {
+    switch (n->kind) {
+      case NodeKind::dense: return n->size == 0 && n->off != 0 ? empty() : n;
+      case NodeKind::stream: return rewrite_stream(n);
+      case NodeKind::blocks: return rewrite_blocks(n);
+    }
+    return n;
+  }
+
+  NodePtr rewrite_stream(const NodePtr& n) {
+    NodePtr c = visit(n->child);
+    if (n->count == 0 || c->bytes == 0) return empty();
+    if (n->count == 1) return shifted(c, n->off);
+    if (c->off != 0) {
+      i64 off = checked_add(n->off, c->off, MPI_ERR_TYPE, "datatype displacement");
+      return make_stream(off, n->count, n->stride, shifted(c, -c->off));
+    }
+    if (c->kind == NodeKind::dense && c->size == n->stride)
+      return make_dense(n->off, checked_mul(n->count, c->size, MPI_ERR_TYPE, "datatype size"));
+    if (c->kind == NodeKind::stream && n->stride == c->count * c->stride)
+      return make_stream(n->off, checked_mul(n->count, c->count, MPI_ERR_TYPE, "datatype size"),
+                         c->stride, c->child);
+    if (c != n->child) return make_stream(n->off, n->count, n->stride, c);
+    return n;
+  }
+
+  // One entry seen as `reps` copies of `unit`, `step` bytes apart, the first at `disp`.
+  struct Run {
+    i64 disp;
+    NodePtr unit;
+    i64 reps;
+    i64 step;
+  };
+
+  static Run as_run(i64 disp, const NodePtr& c) {
+    if (c->kind == NodeKind::stream && c->off == 0) return {disp, c->child, c->count, c->stride};
+    return {disp, c, 1, 0};
+  }
+
+  // Appends b to a if the two together are one run; the rule order makes the result unique.
+  static bool merge(Run& a, const Run& b) {
+    if (a.reps == 1 && b.reps == 1 && a.unit->kind == NodeKind::dense && a.unit->off == 0 &&
+        b.unit->off == 0 &&
+        b.unit->kind == NodeKind::dense && a.disp + a.unit->size == b.disp) {
+      a.unit = make_dense(0, a.unit->size + b.unit->size);
+      return true;
+    }
+    if (!equal(a.unit, b.unit)) return false;
+    if (a.reps == 1 && b.reps == 1) {
+      a.step = b.disp - a.disp;
+      a.reps = 2;
+      return true;
+    }
+    if (a.reps == 1) {
+      if (b.disp - a.disp != b.step) return false;
+      a.step = b.step;
+      a.reps = b.reps + 1;
+      return true;
+    }
+    if (b.reps == 1) {
+      if (b.disp != a.disp + a.reps * a.step) return false;
+      a.reps += 1;
+      return true;
+    }
+    if (a.step != b.step || b.disp != a.disp + a.reps * a.step) return false;
+    a.reps += b.reps;
+    return true;
+  }
+
+  NodePtr rewrite_blocks(const NodePtr& n) {
+    bool local_change = false;
+    std::vector<Run> runs;
+    runs.reserve(n->entries.size());
+    // Appends one child at absolute displacement `disp`, its own offset hoisted into `disp`.
+    auto push = [&](i64 disp, const NodePtr& c) {
+      if (c->off != 0) local_change = true;
+      Run r = as_run(checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement"),
+                     c->off ? shifted(c, -c->off) : c);
+      if (!runs.empty() && merge(runs.back(), r)) local_change = true;
+      else runs.push_back(std::move(r));
+    };
+    for (const Entry& e : n->entries) {
+      NodePtr c = visit(e.child);
+      if (c != e.child) local_change = true;
+      if (c->bytes == 0) {
+        local_change = true;
+        continue;
+      }
+      i64 disp = checked_add(n->off, e.disp, MPI_ERR_TYPE, "datatype displacement");
+      if (c->kind == NodeKind::blocks && c->entries.size() <= kSpliceMax) {
+        local_change = true;
+        i64 base = checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement");
+        for (const Entry& ce : c->entries)
+          push(checked_add(base, ce.disp, MPI_ERR_TYPE, "datatype displacement"), ce.child);
+        continue;
+      }
+      push(disp, c);
+    }
+    if (runs.empty()) return empty();
+    auto node_of = [](const Run& r) {
+      return r.reps == 1 ? r.unit : make_stream(0, r.reps, r.step, r.unit);
+    };
+    if (runs.size() == 1) return shifted(node_of(runs[0]), runs[0].disp);
+    // Canonical Blocks: the first entry at displacement 0, the rest relative to it; the base
+    // offset sits in the node so that a parent Stream can hoist it.
+    i64 base = runs[0].disp;
+    if (!local_change && n->entries.size() == runs.size() && n->entries[0].disp == 0) return n;
+    std::vector<Entry> es;
+    es.reserve(runs.size());
+    for (const Run& r : runs) es.push_back({r.disp - base, node_of(r)});
+    return make_blocks(std::move(es), base);
+  }
+};
+
+}  // namespace
+
+NodePtr canonicalize(NodePtr n) {
+  for (;;) {
+    Pass p;
+    NodePtr r = p.visit(n);
+    if (!p.changed) return r;
+    n = std::move(r);
+  }
+}
+
+}  // namespace ferry
