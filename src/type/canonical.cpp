@@ -72,7 +72,7 @@ class Pass {
     return n;
   }
 
-  // One entry seen as `reps` copies of `unit`, `step` bytes apart, the first at `disp`.
+  // A run of entries: `reps` copies of `unit`, `step` bytes apart, the first at `disp`.
   struct Run {
     i64 disp;
     NodePtr unit;
@@ -80,39 +80,48 @@ class Pass {
     i64 step;
   };
 
-  static Run as_run(i64 disp, const NodePtr& c) {
-    if (c->kind == NodeKind::stream && c->off == 0) return {disp, c->child, c->count, c->stride};
-    return {disp, c, 1, 0};
-  }
-
-  // Appends b to a if the two together are one run; the rule order makes the result unique.
+  // Appends entry b (unit at b.disp, reps 1) to run a if together they are one run. The rules are
+  // tried in a fixed order so that equal entry lists always give the same runs.
   static bool merge(Run& a, const Run& b) {
-    if (a.reps == 1 && b.reps == 1 && a.unit->kind == NodeKind::dense && a.unit->off == 0 &&
-        b.unit->off == 0 &&
-        b.unit->kind == NodeKind::dense && a.disp + a.unit->size == b.disp) {
-      a.unit = make_dense(0, a.unit->size + b.unit->size);
+    const Node& u = *a.unit;
+    const Node& v = *b.unit;
+    // Abutting dense blocks are one block.
+    if (a.reps == 1 && u.kind == NodeKind::dense && v.kind == NodeKind::dense && u.off == 0 &&
+        v.off == 0 && a.disp + u.size == b.disp) {
+      a.unit = make_dense(0, u.size + v.size);
       return true;
     }
-    if (!equal(a.unit, b.unit)) return false;
-    if (a.reps == 1 && b.reps == 1) {
-      a.step = b.disp - a.disp;
-      a.reps = 2;
-      return true;
-    }
-    if (a.reps == 1) {
-      if (b.disp - a.disp != b.step) return false;
-      a.step = b.step;
-      a.reps = b.reps + 1;
-      return true;
-    }
-    if (b.reps == 1) {
+    // Equal entries at a constant step.
+    if (equal(a.unit, b.unit)) {
+      if (a.reps == 1) {
+        a.step = b.disp - a.disp;
+        a.reps = 2;
+        return true;
+      }
       if (b.disp != a.disp + a.reps * a.step) return false;
       a.reps += 1;
       return true;
     }
-    if (a.step != b.step || b.disp != a.disp + a.reps * a.step) return false;
-    a.reps += b.reps;
-    return true;
+    if (a.reps != 1) return false;
+    // A stream continued by more of its elements, or by another stream of them.
+    if (u.kind == NodeKind::stream && u.off == 0 && b.disp == a.disp + u.count * u.stride) {
+      if (equal(u.child, b.unit)) {
+        a.unit = make_stream(0, u.count + 1, u.stride, u.child);
+        return true;
+      }
+      if (v.kind == NodeKind::stream && v.off == 0 && v.stride == u.stride &&
+          equal(u.child, v.child)) {
+        a.unit = make_stream(0, u.count + v.count, u.stride, u.child);
+        return true;
+      }
+    }
+    // One element followed by a stream of the same elements.
+    if (v.kind == NodeKind::stream && v.off == 0 && b.disp - a.disp == v.stride &&
+        equal(a.unit, v.child)) {
+      a.unit = make_stream(0, v.count + 1, v.stride, v.child);
+      return true;
+    }
+    return false;
   }
 
   NodePtr rewrite_blocks(const NodePtr& n) {
@@ -122,8 +131,8 @@ class Pass {
     // Appends one child at absolute displacement `disp`, its own offset hoisted into `disp`.
     auto push = [&](i64 disp, const NodePtr& c) {
       if (c->off != 0) local_change = true;
-      Run r = as_run(checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement"),
-                     c->off ? shifted(c, -c->off) : c);
+      Run r{checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement"),
+            c->off ? shifted(c, -c->off) : c, 1, 0};
       if (!runs.empty() && merge(runs.back(), r)) local_change = true;
       else runs.push_back(std::move(r));
     };
