@@ -93,6 +93,7 @@ std::string to_string(const StridedBlock& sb);
 
 // Algorithm 5: the StridedBlock of a canonical tree, if it is a chain of Streams over a Dense.
 std::optional<StridedBlock> strided_block(const NodePtr& canonical);
+std::optional<StridedBlock> strided_block(const Node& canonical);
 
 // A committed datatype: its canonical IR and the MPI metadata needed to pack `count` of them.
 class Type {

@@ -179,11 +179,13 @@ std::string to_string(const StridedBlock& sb) {
   return os.str();
 }
 
-std::optional<StridedBlock> strided_block(const NodePtr& root) {
+std::optional<StridedBlock> strided_block(const NodePtr& root) { return strided_block(*root); }
+
+std::optional<StridedBlock> strided_block(const Node& root) {
   // Algorithm 5, walking parent to child; the Dense at the bottom is dimension 0.
   StridedBlock sb;
   std::vector<const Node*> chain;
-  const Node* cur = root.get();
+  const Node* cur = &root;
   while (cur->kind == NodeKind::stream) {
     chain.push_back(cur);
     cur = cur->child.get();

@@ -1,0 +1,142 @@
+// pack/plan.hpp — the launch-ready description of (type, count) that the GPU kernels execute.
+//
+// Compiled for host and device: the same index arithmetic runs in the CUDA kernels and in the CPU
+// emulation that CI tests against MPI_Pack (tests/test_plan.cpp), so the GPU engine's addressing is
+// checked on every CI run even without a GPU.
+//
+// A plan moves `total` words of W bytes. Packed word p is found in memory by
+//   strided form: block = p / words, word = p % words, then block -> one index per dimension
+//                 (mixed radix over counts), address = start + sum(index_d * stride_d) + word*W
+//   general form: outer = p / inner_words (mixed radix over the outer dims, like the strided form),
+//                 rest = p % inner_words -> the piece holding it (binary search over packed
+//                 offsets), then the piece's own strided shape.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FERRY_HD __host__ __device__ __forceinline__
+#else
+#define FERRY_HD inline
+#endif
+
+namespace ferry::detail {
+
+constexpr int kMaxDims = 16;
+constexpr int kWordSizes = 5;  // log2 of the word size: 0..4 for 1..16 bytes
+
+// Division by a run-time constant d as a multiply and shift, valid for 0 <= n < 2^31: the
+// round-up reciprocal m = ceil(2^p / d) with p = 31 + ceil(log2 d) (Granlund & Montgomery 1994).
+struct FastDiv {
+  std::uint32_t d = 1;
+  std::uint32_t mul = 0;
+  std::uint32_t shr = 0;
+
+  FastDiv() = default;
+  explicit FastDiv(std::uint32_t divisor) : d(divisor) {
+    if (d <= 1) return;
+    std::uint32_t l = 0;
+    while ((std::uint64_t{1} << l) < d) ++l;
+    std::uint32_t p = 31 + l;
+    mul = static_cast<std::uint32_t>(((std::uint64_t{1} << p) + d - 1) / d);
+    shr = p - 32;
+  }
+  FERRY_HD std::uint32_t div(std::uint32_t n) const {
+    if (d == 1) return n;
+#if defined(__CUDA_ARCH__)
+    return __umulhi(n, mul) >> shr;
+#else
+    return static_cast<std::uint32_t>((std::uint64_t{n} * mul) >> 32) >> shr;
+#endif
+  }
+};
+
+template <class Idx>
+FERRY_HD Idx divide(Idx n, std::int64_t d, const FastDiv& f) {
+  if constexpr (sizeof(Idx) == 4) {
+    (void)d;
+    return f.div(n);
+  } else {
+    (void)f;
+    return n / static_cast<Idx>(d);
+  }
+}
+
+// A strided shape: contiguous blocks of `bytes`, repeated over nd dimensions (innermost first).
+struct Shape {
+  std::int64_t bytes = 0;
+  int nd = 0;
+  std::int64_t count[kMaxDims] = {};
+  std::int64_t stride[kMaxDims] = {};  // bytes
+  FastDiv fwords[kWordSizes];          // divides by bytes >> lw (32-bit plans only)
+  FastDiv fcount[kMaxDims];
+};
+
+// Byte offset of block number `block` of a shape (mixed radix over its dimensions).
+template <class Idx>
+FERRY_HD std::int64_t dims_offset(const Shape& s, Idx block) {
+  std::int64_t off = 0;
+  for (int d = 0; d < s.nd; ++d) {
+    Idx q = d + 1 == s.nd ? Idx{0} : divide<Idx>(block, s.count[d], s.fcount[d]);
+    Idx r = block - q * static_cast<Idx>(s.count[d]);
+    off += static_cast<std::int64_t>(r) * s.stride[d];
+    block = q;
+  }
+  return off;
+}
+
+// Byte offset (from the shape's origin) of word p, words being 1 << lw bytes.
+template <class Idx>
+FERRY_HD std::int64_t shape_offset(const Shape& s, Idx p, int lw) {
+  std::int64_t words = s.bytes >> lw;
+  Idx block = divide<Idx>(p, words, s.fwords[lw]);
+  Idx word = p - block * static_cast<Idx>(words);
+  return (static_cast<std::int64_t>(word) << lw) + dims_offset<Idx>(s, block);
+}
+
+// One piece of a general form: a strided shape (or, with shape < 0, a contiguous run) at mem_off
+// bytes from the inner element's origin, packed from packed_byte on within that element.
+struct Piece {
+  std::int64_t mem_off;
+  std::int64_t packed_byte;
+  std::int32_t shape;
+  std::int32_t unused;
+};
+
+struct Plan {
+  int lw = 0;               // log2 of the word size
+  std::int64_t total = 0;   // words moved
+  std::int64_t start = 0;   // bytes from the origin to the plan's origin
+  // Strided form (npieces == 0): `shape` covers everything, count folded in.
+  Shape shape;
+  // General form: `outer.bytes` is the packed bytes of one inner element; outer's dimensions
+  // repeat it (the streams above the irregular part, then count); the pieces make it up.
+  Shape outer;
+  const Piece* pieces = nullptr;  // sorted by packed_byte; device memory on the GPU
+  const Shape* shapes = nullptr;
+  int npieces = 0;
+};
+
+// Byte offset from the origin of packed word p.
+template <class Idx>
+FERRY_HD std::int64_t plan_offset(const Plan& pl, Idx p) {
+  const int lw = pl.lw;
+  if (pl.npieces == 0) return pl.start + shape_offset<Idx>(pl.shape, p, lw);
+  std::int64_t inner_words = pl.outer.bytes >> lw;
+  Idx rep = divide<Idx>(p, inner_words, pl.outer.fwords[lw]);
+  std::int64_t rest = static_cast<std::int64_t>(p - rep * static_cast<Idx>(inner_words)) << lw;
+  std::int64_t off = pl.start + dims_offset<Idx>(pl.outer, rep);
+  int lo = 0, hi = pl.npieces - 1;  // the last piece that starts at or before `rest`
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (pl.pieces[mid].packed_byte <= rest) lo = mid;
+    else hi = mid - 1;
+  }
+  const Piece& pc = pl.pieces[lo];
+  std::int64_t in = rest - pc.packed_byte;
+  off += pc.mem_off;
+  if (pc.shape < 0) return off + in;
+  return off + shape_offset<Idx>(pl.shapes[pc.shape], static_cast<Idx>(in >> lw), lw);
+}
+
+}  // namespace ferry::detail

@@ -1,0 +1,92 @@
+// The GPU engine's plans and index arithmetic, run on the CPU (pack/plan.hpp is compiled for both):
+// every random datatype's plan, emulated word by word, must pack and unpack exactly what the CPU
+// engine does (which test_random_types holds to MPI_Pack). This is how CI checks GPU addressing
+// without a GPU.
+#include <ferry/pack.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "pack/plan_build.hpp"
+#include "random_type.hpp"
+
+namespace {
+
+using ferry::i64;
+using ferry::detail::FastDiv;
+
+TEST(FastDiv, MatchesDivisionBelow2To31) {
+  std::mt19937_64 rng(42);
+  std::vector<std::uint32_t> divisors{1, 2, 3, 5, 7, 24, 100, 255, 256, 257, 4095, 65536, 65537,
+                                      1000003, (1u << 30) + 1, (1u << 31) - 1, 1u << 31};
+  for (int i = 0; i < 200; ++i) divisors.push_back(static_cast<std::uint32_t>(rng() % (1u << 31)) + 1);
+  for (std::uint32_t d : divisors) {
+    FastDiv f(d);
+    std::vector<std::uint32_t> ns{0, 1, d - 1, d, d + 1, (1u << 31) - 1, (1u << 31) - d % (1u << 31)};
+    for (int i = 0; i < 2000; ++i) ns.push_back(static_cast<std::uint32_t>(rng() % (1u << 31)));
+    for (std::uint32_t n : ns) {
+      if (n >= (1u << 31)) continue;
+      ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
+    }
+  }
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
+  const int n = env_int("FERRY_PLAN_TYPES", 3000);
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 7777777;
+  std::mt19937_64 rng(base);
+  int general = 0, strided = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
+    ferry_test::TypeGenerator gen(seed);
+    ferry_test::RandomType rt = gen.next();
+    MPI_Datatype t = rt.type;
+    if (!rt.named) MPI_Type_commit(&t);
+    ferry::Type type = ferry::translate(t);
+    ferry_test::MpiMeta m = ferry_test::mpi_meta(t);
+    const int count = 1 + static_cast<int>(rng() % 3);
+    // Room for `count` elements either side of the origin.
+    i64 span = m.true_extent + (count - 1) * (m.extent < 0 ? -m.extent : m.extent) + 64;
+    std::vector<char> mem(static_cast<std::size_t>(2 * span + 64));
+    for (auto& c : mem) c = static_cast<char>(rng());
+    char* origin = mem.data() + span + 32 - m.true_lb;
+    // Align the origin to 16 so that the plan's own alignment decides the word size.
+    origin -= reinterpret_cast<std::uintptr_t>(origin) % 16;
+    if (origin + m.true_lb < mem.data()) origin += 16;
+
+    ferry::detail::HostPlan hp = ferry::detail::build_plan(type, count);
+    (hp.plan.npieces ? general : strided) += 1;
+    const i64 size = m.size * count;
+    ASSERT_EQ(size, hp.bytes);
+    std::vector<char> want(static_cast<std::size_t>(size)), got(want.size());
+    i64 pos = 0;
+    ferry::pack(origin, count, type, want.data(), size, &pos);
+    for (int lw : {0, hp.max_lw}) {
+      std::fill(got.begin(), got.end(), char(0x5A));
+      ferry::detail::emulate(hp, lw, origin, got.data(), true);
+      ASSERT_TRUE(want == got) << "seed " << seed << " lw " << lw << " count " << count << "\n"
+                               << rt.description << "\n"
+                               << type.describe();
+    }
+    std::vector<char> out_want(mem.size(), char(0xA5)), out_got(mem.size(), char(0xA5));
+    char* ow = out_want.data() + (origin - mem.data());
+    char* og = out_got.data() + (origin - mem.data());
+    pos = 0;
+    ferry::unpack(want.data(), size, &pos, ow, count, type);
+    ferry::detail::emulate(hp, hp.max_lw, og, want.data(), false);
+    ASSERT_TRUE(out_want == out_got) << "unpack, seed " << seed << "\n" << rt.description;
+    if (!rt.named) MPI_Type_free(&t);
+  }
+  std::printf("plans: %d strided, %d general\n", strided, general);
+  EXPECT_GT(general, n / 20);
+  EXPECT_GT(strided, n / 20);
+}
+
+}  // namespace
