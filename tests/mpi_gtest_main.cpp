@@ -1,9 +1,23 @@
 // GoogleTest main for tests that call MPI: MPI is initialized once around all tests, and only rank 0
-// prints results so mpiexec -n N output stays readable.
+// prints results so mpiexec -n N output stays readable. Built with FERRY_GPU_TEST for GPU tests,
+// which exit 77 (skipped) where no GPU is usable.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#ifdef FERRY_GPU_TEST
+#include <ferry/gpu.hpp>
+
+#include <cstdio>
+#endif
+
 int main(int argc, char** argv) {
+#ifdef FERRY_GPU_TEST
+  // CTest reports exit code 77 as skipped (SKIP_RETURN_CODE).
+  if (!ferry::gpu::available()) {
+    std::printf("no usable GPU: skipped\n");
+    return 77;
+  }
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   MPI_Init(&argc, &argv);
   // Errors come back as return codes so tests can assert on the error class.

@@ -1,4 +1,5 @@
 // The pack layer's C++ API: argument checks with MPI's error classes, then the engine.
+#include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 
 #include <string>
@@ -28,6 +29,12 @@ void check_window(const void* buf, i64 size, const i64* position, i64 bytes, con
                                ", buffer has " + std::to_string(size));
 }
 
+// Either buffer is GPU memory (device, managed or pinned host): the GPU engine moves the data.
+bool on_gpu(const void* a, const void* b) {
+  return gpu::available() &&
+         (gpu::memory_of(a) != gpu::Memory::host || gpu::memory_of(b) != gpu::Memory::host);
+}
+
 }  // namespace
 
 i64 pack_size(i64 count, const Type& type) {
@@ -40,8 +47,9 @@ void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outs
   i64 bytes = pack_size(count, type);
   check_window(outbuf, outsize, position, bytes, "output");
   if (bytes > 0 && inbuf == nullptr) fail(MPI_ERR_BUFFER, "input buffer is null");
-  detail::cpu_pack(static_cast<const char*>(inbuf), count, type,
-                   static_cast<char*>(outbuf) + *position);
+  char* out = static_cast<char*>(outbuf) + *position;
+  if (on_gpu(inbuf, outbuf)) gpu::pack(inbuf, count, type, out);
+  else detail::cpu_pack(static_cast<const char*>(inbuf), count, type, out);
   *position += bytes;
 }
 
@@ -50,8 +58,9 @@ void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 coun
   i64 bytes = pack_size(count, type);
   check_window(inbuf, insize, position, bytes, "input");
   if (bytes > 0 && outbuf == nullptr) fail(MPI_ERR_BUFFER, "output buffer is null");
-  detail::cpu_unpack(static_cast<const char*>(inbuf) + *position, static_cast<char*>(outbuf),
-                     count, type);
+  const char* in = static_cast<const char*>(inbuf) + *position;
+  if (on_gpu(inbuf, outbuf)) gpu::unpack(in, outbuf, count, type);
+  else detail::cpu_unpack(in, static_cast<char*>(outbuf), count, type);
   *position += bytes;
 }
 

@@ -72,12 +72,20 @@ struct Shape {
   FastDiv fcount[kMaxDims];
 };
 
-// Byte offset of block number `block` of a shape (mixed radix over its dimensions).
-template <class Idx>
+// Byte offset of block number `block` of a shape (mixed radix over its dimensions). ND is the
+// number of dimensions when known at compile time, else -1; either way the loop unrolls, so the
+// shape's arrays are only ever indexed by constants (no local-memory copy of kernel parameters).
+template <class Idx, int ND>
 FERRY_HD std::int64_t dims_offset(const Shape& s, Idx block) {
+  constexpr int kLoop = ND >= 0 ? ND : kMaxDims;
+  const int nd = ND >= 0 ? ND : s.nd;
   std::int64_t off = 0;
-  for (int d = 0; d < s.nd; ++d) {
-    Idx q = d + 1 == s.nd ? Idx{0} : divide<Idx>(block, s.count[d], s.fcount[d]);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int d = 0; d < kLoop; ++d) {
+    if (ND < 0 && d >= nd) break;
+    Idx q = d + 1 == nd ? Idx{0} : divide<Idx>(block, s.count[d], s.fcount[d]);
     Idx r = block - q * static_cast<Idx>(s.count[d]);
     off += static_cast<std::int64_t>(r) * s.stride[d];
     block = q;
@@ -85,13 +93,13 @@ FERRY_HD std::int64_t dims_offset(const Shape& s, Idx block) {
   return off;
 }
 
-// Byte offset (from the shape's origin) of word p, words being 1 << lw bytes.
-template <class Idx>
-FERRY_HD std::int64_t shape_offset(const Shape& s, Idx p, int lw) {
-  std::int64_t words = s.bytes >> lw;
-  Idx block = divide<Idx>(p, words, s.fwords[lw]);
+// Byte offset (from the shape's origin) of word p, words being 1 << LW bytes.
+template <class Idx, int LW, int ND>
+FERRY_HD std::int64_t shape_offset(const Shape& s, Idx p) {
+  std::int64_t words = s.bytes >> LW;
+  Idx block = divide<Idx>(p, words, s.fwords[LW]);
   Idx word = p - block * static_cast<Idx>(words);
-  return (static_cast<std::int64_t>(word) << lw) + dims_offset<Idx>(s, block);
+  return (static_cast<std::int64_t>(word) << LW) + dims_offset<Idx, ND>(s, block);
 }
 
 // One piece of a general form: a strided shape (or, with shape < 0, a contiguous run) at mem_off
@@ -104,8 +112,7 @@ struct Piece {
 };
 
 struct Plan {
-  int lw = 0;               // log2 of the word size
-  std::int64_t total = 0;   // words moved
+  std::int64_t total = 0;   // words moved (set for the chosen word size)
   std::int64_t start = 0;   // bytes from the origin to the plan's origin
   // Strided form (npieces == 0): `shape` covers everything, count folded in.
   Shape shape;
@@ -117,15 +124,19 @@ struct Plan {
   int npieces = 0;
 };
 
-// Byte offset from the origin of packed word p.
-template <class Idx>
-FERRY_HD std::int64_t plan_offset(const Plan& pl, Idx p) {
-  const int lw = pl.lw;
-  if (pl.npieces == 0) return pl.start + shape_offset<Idx>(pl.shape, p, lw);
-  std::int64_t inner_words = pl.outer.bytes >> lw;
-  Idx rep = divide<Idx>(p, inner_words, pl.outer.fwords[lw]);
-  std::int64_t rest = static_cast<std::int64_t>(p - rep * static_cast<Idx>(inner_words)) << lw;
-  std::int64_t off = pl.start + dims_offset<Idx>(pl.outer, rep);
+// Byte offset from the origin of packed word p of the strided form.
+template <class Idx, int LW, int ND>
+FERRY_HD std::int64_t strided_offset(const Plan& pl, Idx p) {
+  return pl.start + shape_offset<Idx, LW, ND>(pl.shape, p);
+}
+
+// Byte offset from the origin of packed word p of the general form.
+template <class Idx, int LW>
+FERRY_HD std::int64_t general_offset(const Plan& pl, Idx p) {
+  std::int64_t inner_words = pl.outer.bytes >> LW;
+  Idx rep = divide<Idx>(p, inner_words, pl.outer.fwords[LW]);
+  std::int64_t rest = static_cast<std::int64_t>(p - rep * static_cast<Idx>(inner_words)) << LW;
+  std::int64_t off = pl.start + dims_offset<Idx, -1>(pl.outer, rep);
   int lo = 0, hi = pl.npieces - 1;  // the last piece that starts at or before `rest`
   while (lo < hi) {
     int mid = (lo + hi + 1) >> 1;
@@ -136,7 +147,12 @@ FERRY_HD std::int64_t plan_offset(const Plan& pl, Idx p) {
   std::int64_t in = rest - pc.packed_byte;
   off += pc.mem_off;
   if (pc.shape < 0) return off + in;
-  return off + shape_offset<Idx>(pl.shapes[pc.shape], static_cast<Idx>(in >> lw), lw);
+  return off + shape_offset<Idx, LW, -1>(pl.shapes[pc.shape], static_cast<Idx>(in >> LW));
+}
+
+template <class Idx, int LW>
+FERRY_HD std::int64_t plan_offset(const Plan& pl, Idx p) {
+  return pl.npieces == 0 ? strided_offset<Idx, LW, -1>(pl, p) : general_offset<Idx, LW>(pl, p);
 }
 
 }  // namespace ferry::detail

@@ -129,27 +129,35 @@ int address_lw(std::uintptr_t a) {
   return lw;
 }
 
-HostPlan build_plan(const Type& type, i64 count) {
+namespace {
+
+std::vector<Dim> dims_of(const Shape& s) {
+  std::vector<Dim> dims;
+  for (int d = 0; d < s.nd; ++d) dims.push_back({s.count[d], s.stride[d]});
+  return dims;
+}
+
+}  // namespace
+
+HostPlan build_plan(const Type& type) {
   HostPlan hp;
-  hp.bytes = checked_mul(count, type.size(), MPI_ERR_COUNT, "packed size");
+  hp.bytes = type.size();
   if (hp.bytes == 0) {
     hp.contiguous = true;
     return hp;
   }
   Builder b;
   Plan& pl = hp.plan;
-  if (type.dense()) {
-    hp.contiguous = true;
-    pl.start = type.true_lb();
+  if (type.strided() && type.strided()->ndims() == 1) {
+    hp.contiguous = true;  // one run per element; count may make it a strided shape
+    pl.start = type.strided()->start;
     b.see(pl.start);
-    b.see(hp.bytes);
+    pl.shape = b.shape(hp.bytes, {});
   } else if (type.strided()) {
     const StridedBlock& sb = *type.strided();
-    std::vector<Dim> dims = dims_of(sb);
-    add_count(dims, count, type.extent());
     pl.start = sb.start;
     b.see(pl.start);
-    pl.shape = b.shape(sb.counts[0], dims);
+    pl.shape = b.shape(sb.counts[0], dims_of(sb));
   } else {
     // Peel the streams above the irregular part: they, and count, repeat it.
     const Node* node = type.root().get();
@@ -160,11 +168,9 @@ HostPlan build_plan(const Type& type, i64 count) {
       top_down.push_back({node->count, node->stride});
       node = node->child.get();
     }
-    std::vector<Dim> outer(top_down.rbegin(), top_down.rend());
-    add_count(outer, count, type.extent());
     pl.start = start;
     b.see(start);
-    pl.outer = b.shape(node->bytes, outer);
+    pl.outer = b.shape(node->bytes, std::vector<Dim>(top_down.rbegin(), top_down.rend()));
     Flattener f(b, hp);
     f.emit(*node, 0, 0);
     pl.npieces = static_cast<int>(hp.pieces.size());
@@ -174,26 +180,65 @@ HostPlan build_plan(const Type& type, i64 count) {
   return hp;
 }
 
+HostPlan with_count(const HostPlan& one, const Type& type, i64 count) {
+  HostPlan hp = one;
+  hp.bytes = checked_mul(count, one.bytes, MPI_ERR_COUNT, "packed size");
+  if (count <= 1 || hp.bytes == 0) {
+    if (count == 0) hp.contiguous = true;
+    return hp;
+  }
+  if (one.contiguous && type.extent() == one.bytes) return hp;  // dense: still one run
+  Builder b;
+  b.align = std::uint64_t{1} << one.max_lw;
+  b.see(type.extent());
+  Shape& s = one.plan.npieces ? hp.plan.outer : hp.plan.shape;
+  std::vector<Dim> dims = dims_of(s);
+  add_count(dims, count, type.extent());
+  s = b.shape(s.bytes, dims);
+  hp.contiguous = false;
+  hp.max_lw = std::min(one.max_lw, address_lw(static_cast<std::uintptr_t>(b.align)));
+  hp.wide = one.wide || b.wide || hp.bytes >= (i64{1} << 31);
+  return hp;
+}
+
+namespace {
+
+template <class Idx, int LW>
+void emulate_words(const HostPlan& hp, char* origin, char* packed, bool pack) {
+  Plan pl = hp.plan;
+  pl.total = hp.bytes >> LW;
+  pl.pieces = hp.pieces.data();
+  pl.shapes = hp.shapes.data();
+  constexpr std::size_t w = std::size_t{1} << LW;
+  for (i64 p = 0; p < pl.total; ++p) {
+    char* mem = origin + plan_offset<Idx, LW>(pl, static_cast<Idx>(p));
+    char* pk = packed + (p << LW);
+    if (pack) std::memcpy(pk, mem, w);
+    else std::memcpy(mem, pk, w);
+  }
+}
+
+template <class Idx>
+void emulate_idx(const HostPlan& hp, int lw, char* origin, char* packed, bool pack) {
+  switch (lw) {
+    case 0: return emulate_words<Idx, 0>(hp, origin, packed, pack);
+    case 1: return emulate_words<Idx, 1>(hp, origin, packed, pack);
+    case 2: return emulate_words<Idx, 2>(hp, origin, packed, pack);
+    case 3: return emulate_words<Idx, 3>(hp, origin, packed, pack);
+    default: return emulate_words<Idx, 4>(hp, origin, packed, pack);
+  }
+}
+
+}  // namespace
+
 void emulate(const HostPlan& hp, int lw, char* origin, char* packed, bool pack) {
   if (hp.contiguous) {
     if (pack) std::memcpy(packed, origin + hp.plan.start, static_cast<std::size_t>(hp.bytes));
     else std::memcpy(origin + hp.plan.start, packed, static_cast<std::size_t>(hp.bytes));
     return;
   }
-  Plan pl = hp.plan;
-  pl.lw = lw;
-  pl.total = hp.bytes >> lw;
-  pl.pieces = hp.pieces.data();
-  pl.shapes = hp.shapes.data();
-  const auto w = std::size_t{1} << lw;
-  for (i64 p = 0; p < pl.total; ++p) {
-    i64 off = hp.wide ? plan_offset<std::uint64_t>(pl, static_cast<std::uint64_t>(p))
-                      : plan_offset<std::uint32_t>(pl, static_cast<std::uint32_t>(p));
-    char* mem = origin + off;
-    char* pk = packed + (p << lw);
-    if (pack) std::memcpy(pk, mem, w);
-    else std::memcpy(mem, pk, w);
-  }
+  if (hp.wide) emulate_idx<std::uint64_t>(hp, lw, origin, packed, pack);
+  else emulate_idx<std::uint32_t>(hp, lw, origin, packed, pack);
 }
 
 }  // namespace ferry::detail

@@ -11,7 +11,8 @@
 namespace ferry::detail {
 
 struct HostPlan {
-  Plan plan;                  // plan.pieces / plan.shapes are bound by the user of the plan
+  Plan plan;                  // plan.pieces / plan.shapes are bound by the user of the plan;
+                              // plan.total is set for the chosen word size by set_word()
   std::vector<Piece> pieces;  // general form only
   std::vector<Shape> shapes;
   int max_lw = 4;             // widest word (log2 bytes) the layout allows
@@ -20,9 +21,16 @@ struct HostPlan {
   i64 bytes = 0;              // packed bytes
 };
 
-// Throws Error(MPI_ERR_TYPE) for shapes beyond kMaxDims dimensions or general forms that unroll
-// to more than 2^22 pieces.
-HostPlan build_plan(const Type& type, i64 count);
+// The plan of one element; its pieces and shapes do not depend on the count, so the GPU engine
+// uploads them once per type. Throws Error(MPI_ERR_TYPE) for shapes beyond kMaxDims dimensions or
+// general forms that unroll to more than 2^22 pieces.
+HostPlan build_plan(const Type& type);
+// Turns the plan of one element (`one`, from build_plan(type)) into the plan of `count` elements:
+// count becomes the outermost dimension, merged into the one below when it continues its stride.
+HostPlan with_count(const HostPlan& one, const Type& type, i64 count);
+inline HostPlan build_plan(const Type& type, i64 count) {
+  return with_count(build_plan(type), type, count);
+}
 
 // log2 of the widest word (<= 16 bytes) the address allows.
 int address_lw(std::uintptr_t address);
@@ -35,6 +43,9 @@ inline int choose_lw(const HostPlan& hp, const void* mem_origin, const void* pac
   int b = address_lw(reinterpret_cast<std::uintptr_t>(packed));
   return lw < a ? (lw < b ? lw : b) : (a < b ? a : b);
 }
+
+// Sets plan.total for words of 1 << lw bytes.
+inline void set_word(HostPlan& hp, int lw) { hp.plan.total = hp.bytes >> lw; }
 
 // Runs the plan on the CPU word by word, with the GPU kernels' index arithmetic: the reference
 // that tests the addressing without a GPU.

@@ -1,0 +1,380 @@
+// bench_gpu_pack: the GPU pack engine against everything a user could pick instead, every case in
+// one run on one GPU, timed with CUDA events (warm-up, then the median of many repetitions).
+//
+//   ferry_pack / ferry_unpack   ferry::gpu::pack_async / unpack_async
+//   hand_kernel                 what an application writes: one thread per element, 2-D/3-D grid
+//   memcpy2d / memcpy3d         cudaMemcpy2DAsync / cudaMemcpy3DAsync (strided cases)
+//   memcpy_per_block            one cudaMemcpyAsync per contiguous block, what CUDA-aware MPIs do
+//                               for datatypes (only where there are at most 8192 blocks)
+//   roofline                    (32 B x sectors read + bytes written) / measured D2D copy rate
+//
+// Cases: 2-D objects (packed size 64 B .. 64 MiB x blocks 1 B .. 4 KiB; pitch 512 B, or twice the
+// block for blocks of 512 B and more), the -X/-Y/-Z faces of a 256^3 grid (radius 3, 8-byte values,
+// 512-byte row pitch as in the dissertation), the 26 faces x 8 quantities of a halo exchange as one
+// batch, and an irregular indexed layout. Writes JSON (--json FILE) and prints a table.
+#include <cuda_runtime.h>
+#include <ferry/gpu.hpp>
+#include <ferry/type.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ferry::i64;
+
+#define CK(call)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
+  // Median time in seconds of `reps` runs of f (each timed alone), after `warm` untimed runs.
+  double median(const std::function<void()>& f, int reps = 30, int warm = 3) {
+    for (int i = 0; i < warm; ++i) f();
+    CK(cudaDeviceSynchronize());
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      CK(cudaEventRecord(a));
+      f();
+      CK(cudaEventRecord(b));
+      CK(cudaEventSynchronize(b));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      t.push_back(ms * 1e-3);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+};
+
+struct Result {
+  std::string group, name, method;
+  i64 bytes;      // packed bytes
+  i64 block;      // contiguous block bytes (0: mixed)
+  double seconds;
+  std::string note;
+};
+std::vector<Result> results;
+
+void record(const std::string& group, const std::string& name, const std::string& method,
+            i64 bytes, i64 block, double s, const std::string& note = "") {
+  results.push_back({group, name, method, bytes, block, s, note});
+}
+
+ferry::Type commit(MPI_Datatype t) {
+  MPI_Type_commit(&t);
+  ferry::Type r = ferry::translate(t);
+  MPI_Type_free(&t);
+  return r;
+}
+
+// Sectors of 32 B read by a list of (offset, length) blocks.
+struct SectorCount {
+  i64 sectors = 0;
+  void add(i64 off, i64 len) {
+    if (len <= 0) return;
+    sectors += (off + len - 1) / 32 - off / 32 + 1;
+  }
+};
+
+double copy_rate = 0;  // bytes read + written per second, device to device
+
+double roofline(i64 sectors, i64 bytes) { return (32.0 * sectors + bytes) / copy_rate; }
+
+void measure_copy_rate(Timer& tm) {
+  const std::size_t n = std::size_t{1} << 30;
+  char *a, *b;
+  CK(cudaMalloc(&a, n));
+  CK(cudaMalloc(&b, n));
+  CK(cudaMemset(a, 1, n));
+  double s = tm.median([&] { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
+  copy_rate = 2.0 * n / s;
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  std::printf("device-to-device copy: %.0f GB/s (read + write, 1 GiB)\n", copy_rate / 1e9);
+}
+
+template <class W>
+__global__ void hand2d(const char* __restrict__ src, char* __restrict__ dst, i64 words, i64 total,
+                       i64 pitch) {
+  // What an application writes: one thread per word, row and column from the flat index.
+  for (i64 i = threadIdx.x + i64{blockIdx.x} * blockDim.x; i < total; i += i64{gridDim.x} * blockDim.x) {
+    i64 row = i / words, col = i - row * words;
+    reinterpret_cast<W*>(dst)[i] = reinterpret_cast<const W*>(src + row * pitch)[col];
+  }
+}
+
+__global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst, int ex, int ey,
+                       int ez, i64 sx, i64 sy) {
+  // One thread per 8-byte value: (x, y, z) of an ex*ey*ez box with row/plane strides sx, sy values.
+  int x = threadIdx.x + blockIdx.x * blockDim.x;
+  int y = blockIdx.y, z = blockIdx.z;
+  if (x < ex) dst[(i64{z} * ey + y) * ex + x] = src[z * sy + y * sx + x];
+}
+
+void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
+  const i64 sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
+  const i64 blocks[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+  for (i64 size : sizes)
+    for (i64 block : blocks) {
+      if (block > size) continue;
+      const i64 pitch = block < 512 ? 512 : 2 * block;
+      const i64 n = size / block;
+      MPI_Datatype t;
+      MPI_Type_vector(static_cast<int>(n), static_cast<int>(block), static_cast<int>(pitch), MPI_BYTE, &t);
+      ferry::Type ty = commit(t);
+      const std::string name = std::to_string(size) + "B/" + std::to_string(block) + "B";
+      auto pk = [&] { ferry::gpu::pack_async(mem, 1, ty, packed); };
+      auto up = [&] { ferry::gpu::unpack_async(packed, mem, 1, ty); };
+      record("2d", name, "ferry_pack", size, block, tm.median(pk));
+      record("2d", name, "ferry_unpack", size, block, tm.median(up));
+      record("2d", name, "ferry_pack_mapped", size, block,
+             tm.median([&] { ferry::gpu::pack_async(mem, 1, ty, host_pinned); }));
+      const i64 w = block % 16 == 0 ? 16 : block % 8 == 0 ? 8 : block % 4 == 0 ? 4 : block % 2 == 0 ? 2 : 1;
+      const i64 words = block / w, total = size / w;
+      const auto grid = static_cast<unsigned>(std::min<i64>((total + 255) / 256, 1 << 20));
+      auto hand = [&] {
+        switch (w) {
+          case 16: hand2d<uint4><<<grid, 256>>>(mem, packed, words, total, pitch); break;
+          case 8: hand2d<std::uint64_t><<<grid, 256>>>(mem, packed, words, total, pitch); break;
+          case 4: hand2d<std::uint32_t><<<grid, 256>>>(mem, packed, words, total, pitch); break;
+          case 2: hand2d<std::uint16_t><<<grid, 256>>>(mem, packed, words, total, pitch); break;
+          default: hand2d<std::uint8_t><<<grid, 256>>>(mem, packed, words, total, pitch);
+        }
+      };
+      record("2d", name, "hand_kernel", size, block, tm.median(hand));
+      record("2d", name, "memcpy2d", size, block, tm.median([&] {
+               CK(cudaMemcpy2DAsync(packed, block, mem, pitch, block, n, cudaMemcpyDeviceToDevice));
+             }));
+      if (n <= 8192)
+        record("2d", name, "memcpy_per_block", size, block, tm.median([&] {
+                 for (i64 i = 0; i < n; ++i)
+                   CK(cudaMemcpyAsync(packed + i * block, mem + i * pitch, block, cudaMemcpyDeviceToDevice));
+               }, 5, 1));
+      SectorCount sc;
+      for (i64 i = 0; i < std::min<i64>(n, 1); ++i) sc.add(0, block);
+      sc.sectors *= n;  // every block starts 512-aligned: the same count each
+      record("2d", name, "roofline", size, block, roofline(sc.sectors, size));
+    }
+}
+
+struct Grid {
+  // 256^3 interior, radius 3, 8-byte values; rows padded to a 512-byte pitch (2560 B).
+  static constexpr int n = 256, r = 3, e = n + 2 * r;
+  static constexpr i64 row = 2560, plane = row * e, bytes = plane * e;
+};
+
+// A box of the grid: extents and starts in points (x fastest), as a subarray of bytes.
+ferry::Type box(int x0, int y0, int z0, int ex, int ey, int ez) {
+  int sizes[3] = {Grid::e, Grid::e, static_cast<int>(Grid::row)};
+  int sub[3] = {ez, ey, ex * 8};
+  int st[3] = {z0, y0, x0 * 8};
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, sizes, sub, st, MPI_ORDER_C, MPI_BYTE, &t);
+  return commit(t);
+}
+
+void sectors_of_box(SectorCount& sc, int x0, int y0, int z0, int ex, int ey, int ez) {
+  for (int z = 0; z < ez; ++z)
+    for (int y = 0; y < ey; ++y)
+      sc.add((z0 + z) * Grid::plane + (y0 + y) * Grid::row + x0 * 8, ex * 8);
+}
+
+void run_faces(Timer& tm, char* packed) {
+  char* grid;
+  CK(cudaMalloc(&grid, Grid::bytes));
+  CK(cudaMemset(grid, 7, Grid::bytes));
+  const int n = Grid::n, r = Grid::r;
+  struct Face {
+    const char* name;
+    int ex, ey, ez;
+  } faces[] = {{"-X", r, n, n}, {"-Y", n, r, n}, {"-Z", n, n, r}};
+  for (const Face& f : faces) {
+    ferry::Type ty = box(r, r, r, f.ex, f.ey, f.ez);
+    const i64 bytes = ty.size();
+    record("face", f.name, "ferry_pack", bytes, f.ex * 8,
+           tm.median([&] { ferry::gpu::pack_async(grid, 1, ty, packed); }, 100));
+    record("face", f.name, "ferry_unpack", bytes, f.ex * 8,
+           tm.median([&] { ferry::gpu::unpack_async(packed, grid, 1, ty); }, 100));
+    const double* src = reinterpret_cast<const double*>(grid + r * Grid::plane + r * Grid::row + r * 8);
+    dim3 threads(static_cast<unsigned>(std::min(f.ex, 256)));
+    dim3 g(static_cast<unsigned>((f.ex + 255) / 256), static_cast<unsigned>(f.ey), static_cast<unsigned>(f.ez));
+    record("face", f.name, "hand_kernel", bytes, f.ex * 8, tm.median([&] {
+             hand3d<<<g, threads>>>(src, reinterpret_cast<double*>(packed), f.ex, f.ey, f.ez,
+                                    Grid::row / 8, Grid::plane / 8);
+           }, 100));
+    cudaMemcpy3DParms p{};
+    p.srcPtr = make_cudaPitchedPtr(grid, Grid::row, Grid::row, Grid::e);
+    p.srcPos = make_cudaPos(r * 8, r, r);
+    p.dstPtr = make_cudaPitchedPtr(packed, f.ex * 8, f.ex * 8, f.ey);
+    p.extent = make_cudaExtent(f.ex * 8, f.ey, f.ez);
+    p.kind = cudaMemcpyDeviceToDevice;
+    record("face", f.name, "memcpy3d", bytes, f.ex * 8,
+           tm.median([&] { CK(cudaMemcpy3DAsync(&p)); }, 100));
+    SectorCount sc;
+    sectors_of_box(sc, r, r, r, f.ex, f.ey, f.ez);
+    record("face", f.name, "roofline", bytes, f.ex * 8, roofline(sc.sectors, bytes));
+  }
+  CK(cudaFree(grid));
+}
+
+// The 26 neighbours' send boxes of one quantity: for each direction, 3 points thick where the
+// offset is non-zero, the whole interior (256) where it is zero.
+struct Box {
+  int x0, y0, z0, ex, ey, ez;
+};
+std::vector<Box> halo_boxes() {
+  std::vector<Box> out;
+  const int n = Grid::n, r = Grid::r;
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        if (!dx && !dy && !dz) continue;
+        auto span = [&](int d, int& s, int& e) {
+          s = d > 0 ? n : r;  // the interior's first 3 or last 3 points, or all of it
+          e = d ? r : n;
+        };
+        Box b;
+        span(dx, b.x0, b.ex);
+        span(dy, b.y0, b.ey);
+        span(dz, b.z0, b.ez);
+        out.push_back(b);
+      }
+  return out;
+}
+
+void run_batch(Timer& tm) {
+  const int quantities = 8;
+  std::vector<char*> grids(quantities);
+  for (auto& g : grids) {
+    CK(cudaMalloc(&g, Grid::bytes));
+    CK(cudaMemset(g, 3, Grid::bytes));
+  }
+  std::vector<Box> boxes = halo_boxes();
+  std::vector<ferry::Type> types;
+  for (const Box& b : boxes) types.push_back(box(b.x0, b.y0, b.z0, b.ex, b.ey, b.ez));
+  i64 total = 0;
+  for (const ferry::Type& t : types) total += t.size() * quantities;
+  char* packed;
+  CK(cudaMalloc(&packed, total + 16 * types.size() * quantities));
+  std::vector<ferry::gpu::Job> jobs;
+  SectorCount sc;
+  i64 at = 0;
+  for (int q = 0; q < quantities; ++q)
+    for (std::size_t i = 0; i < types.size(); ++i) {
+      jobs.push_back({grids[static_cast<std::size_t>(q)], packed + at, 1, &types[i]});
+      at += (types[i].size() + 15) / 16 * 16;
+      const Box& b = boxes[i];
+      sectors_of_box(sc, b.x0, b.y0, b.z0, b.ex, b.ey, b.ez);
+    }
+  ferry::gpu::Batch batch(ferry::gpu::Direction::pack, jobs);
+  const std::string name = std::to_string(jobs.size()) + " jobs";
+  record("batch", name, "ferry_batch", total, 0, tm.median([&] { batch.launch(); }, 50));
+  record("batch", name, "ferry_separate_launches", total, 0, tm.median([&] {
+           for (const auto& j : jobs) ferry::gpu::pack_async(j.origin, 1, *j.type, j.packed);
+         }, 20));
+  ferry::gpu::Batch unbatch(ferry::gpu::Direction::unpack, jobs);
+  record("batch", name, "ferry_batch_unpack", total, 0, tm.median([&] { unbatch.launch(); }, 50));
+  record("batch", name, "roofline", total, 0, roofline(sc.sectors, total));
+  for (auto& g : grids) CK(cudaFree(g));
+  CK(cudaFree(packed));
+}
+
+void run_indexed(Timer& tm, char* mem, char* packed) {
+  // 200k blocks of 1..64 doubles with gaps of 0..64 doubles: an irregular particle list.
+  std::mt19937 rng(1);
+  const int n = 200000;
+  std::vector<int> lens(n), disps(n);
+  int at = 0;
+  SectorCount sc;
+  i64 bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    lens[static_cast<std::size_t>(i)] = 1 + static_cast<int>(rng() % 64);
+    at += 1 + static_cast<int>(rng() % 64);
+    disps[static_cast<std::size_t>(i)] = at;
+    sc.add(i64{at} * 8, i64{lens[static_cast<std::size_t>(i)]} * 8);
+    bytes += i64{lens[static_cast<std::size_t>(i)]} * 8;
+    at += lens[static_cast<std::size_t>(i)];
+  }
+  MPI_Datatype t;
+  MPI_Type_indexed(n, lens.data(), disps.data(), MPI_DOUBLE, &t);
+  ferry::Type ty = commit(t);
+  record("indexed", "200k blocks", "ferry_pack", bytes, 0,
+         tm.median([&] { ferry::gpu::pack_async(mem, 1, ty, packed); }));
+  record("indexed", "200k blocks", "ferry_unpack", bytes, 0,
+         tm.median([&] { ferry::gpu::unpack_async(packed, mem, 1, ty); }));
+  record("indexed", "200k blocks", "roofline", bytes, 0, roofline(sc.sectors, bytes));
+}
+
+void write_json(const char* path) {
+  FILE* f = std::fopen(path, "w");
+  if (!f) return;
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_rate_Bps\": %.6e,\n  \"results\": [\n", prop.name, copy_rate);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    std::fprintf(f, "    {\"group\": \"%s\", \"name\": \"%s\", \"method\": \"%s\", \"bytes\": %lld, "
+                    "\"block\": %lld, \"seconds\": %.6e}%s\n",
+                 r.group.c_str(), r.name.c_str(), r.method.c_str(), static_cast<long long>(r.bytes),
+                 static_cast<long long>(r.block), r.seconds, i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const char* json = "bench_gpu_pack.json";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  if (!ferry::gpu::available()) {
+    std::printf("no GPU: nothing to measure\n");
+    MPI_Finalize();
+    return 0;
+  }
+  Timer tm;
+  measure_copy_rate(tm);
+  const std::size_t mem_bytes = std::size_t{64} << 30;  // 64 MiB of 1-byte blocks at 512 B pitch: 32 GiB
+  char *mem = nullptr, *packed = nullptr, *pinned = nullptr;
+  CK(cudaMalloc(&mem, quick ? std::size_t{1} << 30 : mem_bytes / 2 + (64 << 20)));
+  CK(cudaMalloc(&packed, 256 << 20));
+  CK(cudaHostAlloc(&pinned, 256 << 20, cudaHostAllocMapped));
+  CK(cudaMemset(packed, 0, 256 << 20));
+  if (!quick) run_2d(tm, mem, packed, pinned);
+  run_faces(tm, packed);
+  run_batch(tm);
+  run_indexed(tm, mem, packed);
+  write_json(json);
+  std::printf("%-8s %-16s %-24s %12s %12s\n", "group", "case", "method", "time_us", "GB/s");
+  for (const Result& r : results)
+    std::printf("%-8s %-16s %-24s %12.2f %12.1f\n", r.group.c_str(), r.name.c_str(), r.method.c_str(),
+                r.seconds * 1e6, r.bytes / r.seconds / 1e9);
+  CK(cudaFree(mem));
+  CK(cudaFree(packed));
+  CK(cudaFreeHost(pinned));
+  MPI_Finalize();
+  return 0;
+}

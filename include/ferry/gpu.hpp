@@ -1,0 +1,80 @@
+// ferry/gpu.hpp — the GPU pack engine.
+//
+// Packs and unpacks committed datatypes between device memory and a packed buffer in device
+// memory or in mapped pinned host memory (one-shot / zero-copy: the kernel writes straight over
+// the bus). Work is asynchronous on the caller's stream; `done`, when given, is recorded after it.
+// Strided types run one kernel specialized on word size and dimensions, with the whole plan in
+// kernel arguments (no metadata in device memory); general types (indexed, struct, ...) run one
+// kernel over a per-type table of pieces uploaded once, one entry per distinct block. Contiguous
+// types are one cudaMemcpyAsync. A Batch packs many (buffer, count, type, destination) jobs in one
+// launch.
+//
+// The header needs no CUDA headers: Stream and Event are cudaStream_t and cudaEvent_t.
+//
+// Errors: ferry::Error. A CUDA failure is MPI_ERR_OTHER with the CUDA error string and the call
+// site; a pointer the GPU cannot reach (pageable host memory) is MPI_ERR_BUFFER. Launch errors are
+// checked after every launch; FERRY_DEBUG_SYNC=1 also synchronizes after each one.
+// Built without CUDA, or with no usable GPU, available() is false and the calls below throw
+// MPI_ERR_OTHER; ferry::pack/unpack (pack.hpp) then run on the CPU.
+#pragma once
+
+#include <ferry/type.hpp>
+
+#include <memory>
+#include <vector>
+
+struct CUstream_st;
+struct CUevent_st;
+
+namespace ferry::gpu {
+
+using Stream = CUstream_st*;  // cudaStream_t
+using Event = CUevent_st*;    // cudaEvent_t
+
+// Built with CUDA and a CUDA device usable by this process.
+bool available() noexcept;
+
+// Where a pointer lives, as CUDA sees it.
+enum class Memory { host, pinned_host, device, managed };
+Memory memory_of(const void* p);
+// The GPU can read and write it (device, managed or pinned-and-mapped host memory).
+inline bool reachable(Memory m) { return m != Memory::host; }
+
+// Packs `count` elements of `type` at `origin` into `packed` (device or mapped pinned host memory).
+void pack_async(const void* origin, i64 count, const Type& type, void* packed,
+                Stream stream = nullptr, Event done = nullptr);
+// Unpacks `count` elements of `type` from `packed` into `origin`.
+void unpack_async(const void* packed, void* origin, i64 count, const Type& type,
+                  Stream stream = nullptr, Event done = nullptr);
+// Synchronous versions for any memory: pageable host buffers are staged (GPU pack into device
+// scratch then a copy, or the CPU engine then a copy); two host buffers use the CPU engine.
+void pack(const void* origin, i64 count, const Type& type, void* packed);
+void unpack(const void* packed, void* origin, i64 count, const Type& type);
+
+enum class Direction { pack, unpack };
+
+// One job of a batch: `count` elements of `type` at `origin`, packed at `packed`.
+struct Job {
+  void* origin;
+  void* packed;
+  i64 count;
+  const Type* type;  // must outlive the Batch
+};
+
+// Many jobs moved by one kernel launch. Building a Batch plans every job and uploads the job table
+// once; launch() then costs one kernel launch, however many jobs there are.
+class Batch {
+ public:
+  Batch(Direction direction, const std::vector<Job>& jobs);
+  ~Batch();
+  Batch(Batch&&) noexcept;
+  Batch& operator=(Batch&&) noexcept;
+  void launch(Stream stream = nullptr, Event done = nullptr) const;
+  std::size_t size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::gpu

@@ -1,0 +1,352 @@
+// The GPU engine's host side: pointer classification, per-type device tables, word-size and kernel
+// selection, launches with checked errors, and batches.
+#include <ferry/gpu.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "pack/cpu/engine.hpp"
+#include "pack/cuda/kernels.cuh"
+#include "pack/plan_build.hpp"
+#include "sys/env.hpp"
+#include "sys/error.hpp"
+
+#define FERRY_CUDA_CHECK(call)                                                  \
+  do {                                                                          \
+    cudaError_t ferry_err_ = (call);                                            \
+    if (ferry_err_ != cudaSuccess)                                              \
+      ::ferry::detail::fail(MPI_ERR_OTHER, std::string(__FILE__ ":") +          \
+                                               std::to_string(__LINE__) + ": " #call ": " + \
+                                               cudaGetErrorString(ferry_err_)); \
+  } while (0)
+
+namespace ferry::gpu {
+
+using detail::DevJob;
+using detail::fail;
+using detail::HostPlan;
+using detail::Plan;
+
+namespace {
+
+struct DeviceInfo {
+  int sms = 0;
+  detail::LaunchPolicy policy{256, 8};
+};
+
+const DeviceInfo& device_info(int device) {
+  static std::mutex mutex;
+  static std::map<int, DeviceInfo> infos;
+  std::lock_guard lock(mutex);
+  auto it = infos.find(device);
+  if (it != infos.end()) return it->second;
+  cudaDeviceProp prop{};
+  FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceInfo info;
+  info.sms = prop.multiProcessorCount;
+  info.policy = detail::launch_policy(prop.major, prop.minor);
+  if (detail::env::gpu_threads() > 0) info.policy.threads = detail::env::gpu_threads();
+  return infos.emplace(device, info).first->second;
+}
+
+int current_device() {
+  int d = 0;
+  FERRY_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+// A type's count-independent plan and, for general forms, its tables in device memory; one per
+// (type, device), kept for the life of the process.
+struct TypeTables {
+  NodePtr keep;  // holds the root so its address is never reused for another type
+  HostPlan one;
+  detail::Piece* pieces = nullptr;
+  detail::Shape* shapes = nullptr;
+};
+
+const TypeTables& tables_for(const Type& type, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<const Node*, int>, TypeTables> cache;
+  std::lock_guard lock(mutex);
+  auto key = std::make_pair(type.root().get(), device);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  TypeTables t;
+  t.keep = type.root();
+  t.one = detail::build_plan(type);
+  if (t.one.plan.npieces) {
+    std::size_t pb = t.one.pieces.size() * sizeof(detail::Piece);
+    std::size_t sb = t.one.shapes.size() * sizeof(detail::Shape);
+    FERRY_CUDA_CHECK(cudaMalloc(&t.pieces, pb));
+    FERRY_CUDA_CHECK(cudaMemcpy(t.pieces, t.one.pieces.data(), pb, cudaMemcpyHostToDevice));
+    if (sb) {
+      FERRY_CUDA_CHECK(cudaMalloc(&t.shapes, sb));
+      FERRY_CUDA_CHECK(cudaMemcpy(t.shapes, t.one.shapes.data(), sb, cudaMemcpyHostToDevice));
+    }
+  }
+  return cache.emplace(key, std::move(t)).first->second;
+}
+
+// The plan of `count` elements with its device tables bound.
+HostPlan plan_for(const Type& type, i64 count, int device) {
+  const TypeTables& t = tables_for(type, device);
+  HostPlan hp = detail::with_count(t.one, type, count);
+  hp.plan.pieces = t.pieces;
+  hp.plan.shapes = t.shapes;
+  return hp;
+}
+
+void check_launch(cudaStream_t stream) {
+  FERRY_CUDA_CHECK(cudaGetLastError());
+  if (detail::env::debug_sync()) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void check_args(const void* origin, i64 count, const Type& type, const void* packed) {
+  if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
+  if (count == 0 || type.size() == 0) return;
+  if (origin == nullptr || packed == nullptr) fail(MPI_ERR_BUFFER, "null buffer");
+  if (!reachable(memory_of(origin)))
+    fail(MPI_ERR_BUFFER, "the unpacked buffer is pageable host memory, which a GPU kernel cannot "
+                         "reach; use device, managed or pinned host memory");
+  if (!reachable(memory_of(packed)))
+    fail(MPI_ERR_BUFFER, "the packed buffer is pageable host memory, which a GPU kernel cannot "
+                         "reach; use device memory or mapped pinned host memory");
+}
+
+template <class Idx, int LW, bool Pack>
+void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threads,
+                    cudaStream_t s) {
+  switch (pl.shape.nd) {
+    case 1: detail::strided_kernel<Idx, LW, 1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
+    case 2: detail::strided_kernel<Idx, LW, 2, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
+    case 3: detail::strided_kernel<Idx, LW, 3, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
+    default: detail::strided_kernel<Idx, LW, -1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed);
+  }
+}
+
+template <class Idx, bool Pack>
+void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int threads,
+                  cudaStream_t s) {
+#define FERRY_LW_CASE(LW)                                                                   \
+  case LW:                                                                                  \
+    if (pl.npieces)                                                                         \
+      detail::general_kernel<Idx, LW, Pack><<<grid, threads, 0, s>>>(pl, mem, packed);      \
+    else                                                                                    \
+      launch_strided<Idx, LW, Pack>(pl, mem, packed, grid, threads, s);                     \
+    return;
+  switch (lw) {
+    FERRY_LW_CASE(0)
+    FERRY_LW_CASE(1)
+    FERRY_LW_CASE(2)
+    FERRY_LW_CASE(3)
+    FERRY_LW_CASE(4)
+  }
+#undef FERRY_LW_CASE
+}
+
+i64 blocks_for(i64 words, const DeviceInfo& info) {
+  const i64 tile = i64{info.policy.threads} * detail::kUnroll;
+  return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
+                                        i64{info.sms} * info.policy.blocks_per_sm));
+}
+
+void move(bool pack, const void* origin, i64 count, const Type& type, const void* packed,
+          cudaStream_t stream, cudaEvent_t done) {
+  check_args(origin, count, type, packed);
+  if (count > 0 && type.size() > 0) {
+    const int device = current_device();
+    HostPlan hp = plan_for(type, count, device);
+    char* mem = const_cast<char*>(static_cast<const char*>(origin));
+    char* pk = const_cast<char*>(static_cast<const char*>(packed));
+    if (hp.contiguous) {
+      char* at = mem + hp.plan.start;
+      FERRY_CUDA_CHECK(cudaMemcpyAsync(pack ? pk : at, pack ? at : pk,
+                                       static_cast<std::size_t>(hp.bytes), cudaMemcpyDefault,
+                                       stream));
+    } else {
+      const int lw = detail::choose_lw(hp, mem, pk);
+      detail::set_word(hp, lw);
+      const DeviceInfo& info = device_info(device);
+      const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
+      const int threads = info.policy.threads;
+      if (hp.wide) {
+        if (pack) launch_words<std::uint64_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+        else launch_words<std::uint64_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+      } else {
+        if (pack) launch_words<std::uint32_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+        else launch_words<std::uint32_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+      }
+      check_launch(stream);
+    }
+  }
+  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+}
+
+}  // namespace
+
+bool available() noexcept {
+  static const bool ok = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return ok;
+}
+
+Memory memory_of(const void* p) {
+  if (p == nullptr || !available()) return Memory::host;
+  cudaPointerAttributes a{};
+  cudaError_t err = cudaPointerGetAttributes(&a, p);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not a CUDA pointer: clear the error
+    return Memory::host;
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice: return Memory::device;
+    case cudaMemoryTypeManaged: return Memory::managed;
+    case cudaMemoryTypeHost: return a.devicePointer ? Memory::pinned_host : Memory::host;
+    default: return Memory::host;
+  }
+}
+
+void pack_async(const void* origin, i64 count, const Type& type, void* packed, Stream stream,
+                Event done) {
+  move(true, origin, count, type, packed, stream, done);
+}
+
+void unpack_async(const void* packed, void* origin, i64 count, const Type& type, Stream stream,
+                  Event done) {
+  move(false, origin, count, type, packed, stream, done);
+}
+
+namespace {
+
+// Device scratch for staging through pageable host memory; freed on scope exit.
+struct DeviceScratch {
+  void* p = nullptr;
+  explicit DeviceScratch(i64 bytes) { FERRY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(bytes))); }
+  ~DeviceScratch() { cudaFree(p); }
+};
+
+void move_sync(bool pack, const void* origin, i64 count, const Type& type, void* packed) {
+  const i64 bytes = detail::checked_mul(count < 0 ? 0 : count, type.size(), MPI_ERR_COUNT,
+                                        "packed size");
+  const bool mem_ok = reachable(memory_of(origin)), packed_ok = reachable(memory_of(packed));
+  if (count <= 0 || bytes == 0 || (mem_ok && packed_ok)) {
+    move(pack, origin, count, type, packed, nullptr, nullptr);
+  } else if (!mem_ok && !packed_ok) {
+    if (pack) detail::cpu_pack(static_cast<const char*>(origin), count, type, static_cast<char*>(packed));
+    else detail::cpu_unpack(static_cast<const char*>(packed), const_cast<char*>(static_cast<const char*>(origin)), count, type);
+    return;
+  } else if (mem_ok) {
+    // Device data, pageable packed buffer: pack on the GPU into scratch, then copy.
+    DeviceScratch scratch(bytes);
+    if (pack) {
+      move(true, origin, count, type, scratch.p, nullptr, nullptr);
+      FERRY_CUDA_CHECK(cudaMemcpy(packed, scratch.p, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+    } else {
+      FERRY_CUDA_CHECK(cudaMemcpy(scratch.p, packed, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+      move(false, origin, count, type, scratch.p, nullptr, nullptr);
+    }
+  } else {
+    // Pageable data, device packed buffer: the CPU engine on a host copy of the packed bytes.
+    std::vector<char> host(static_cast<std::size_t>(bytes));
+    if (pack) {
+      detail::cpu_pack(static_cast<const char*>(origin), count, type, host.data());
+      FERRY_CUDA_CHECK(cudaMemcpy(packed, host.data(), host.size(), cudaMemcpyDefault));
+    } else {
+      FERRY_CUDA_CHECK(cudaMemcpy(host.data(), packed, host.size(), cudaMemcpyDefault));
+      detail::cpu_unpack(host.data(), const_cast<char*>(static_cast<const char*>(origin)), count, type);
+    }
+    return;
+  }
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+}
+
+}  // namespace
+
+void pack(const void* origin, i64 count, const Type& type, void* packed) {
+  move_sync(true, origin, count, type, packed);
+}
+
+void unpack(const void* packed, void* origin, i64 count, const Type& type) {
+  move_sync(false, origin, count, type, const_cast<void*>(packed));
+}
+
+struct Batch::Impl {
+  bool pack = true;
+  std::size_t njobs = 0;
+  i64 nblocks = 0;
+  int threads = 256;
+  DevJob* jobs = nullptr;
+  ~Impl() {
+    if (jobs) cudaFree(jobs);
+  }
+};
+
+Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::make_unique<Impl>()) {
+  impl_->pack = direction == Direction::pack;
+  const int device = current_device();
+  const DeviceInfo& info = device_info(device);
+  impl_->threads = info.policy.threads;
+  std::vector<DevJob> table;
+  for (const Job& j : jobs) {
+    if (j.type == nullptr) fail(MPI_ERR_TYPE, "batch job without a type");
+    check_args(j.origin, j.count, *j.type, j.packed);
+    if (j.count == 0 || j.type->size() == 0) continue;
+    HostPlan hp = plan_for(*j.type, j.count, device);
+    if (hp.contiguous) {
+      // One run: a strided plan of one block with no dimensions.
+      detail::Shape s;
+      s.bytes = hp.bytes;
+      for (int lw = 0; lw < detail::kWordSizes; ++lw)
+        if ((hp.bytes >> lw) > 0 && (hp.bytes >> lw) < (i64{1} << 31))
+          s.fwords[lw] = detail::FastDiv(static_cast<std::uint32_t>(hp.bytes >> lw));
+      hp.plan.shape = s;
+      hp.plan.npieces = 0;
+      hp.max_lw = std::min(hp.max_lw, detail::address_lw(static_cast<std::uintptr_t>(hp.bytes)));
+    }
+    DevJob dj{};
+    dj.mem = static_cast<char*>(j.origin);
+    dj.packed = static_cast<char*>(j.packed);
+    dj.lw = detail::choose_lw(hp, dj.mem, dj.packed);
+    detail::set_word(hp, dj.lw);
+    dj.plan = hp.plan;
+    dj.wide = hp.wide ? 1 : 0;
+    dj.first_block = impl_->nblocks;
+    impl_->nblocks += blocks_for(hp.plan.total, info);
+    table.push_back(dj);
+  }
+  impl_->njobs = table.size();
+  if (!table.empty()) {
+    std::size_t bytes = table.size() * sizeof(DevJob);
+    FERRY_CUDA_CHECK(cudaMalloc(&impl_->jobs, bytes));
+    FERRY_CUDA_CHECK(cudaMemcpy(impl_->jobs, table.data(), bytes, cudaMemcpyHostToDevice));
+  }
+}
+
+Batch::~Batch() = default;
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&&) noexcept = default;
+
+std::size_t Batch::size() const { return impl_ ? impl_->njobs : 0; }
+
+void Batch::launch(Stream stream, Event done) const {
+  if (impl_->njobs > 0) {
+    if (impl_->nblocks > INT32_MAX) fail(MPI_ERR_OTHER, "batch needs too many blocks");
+    const auto grid = static_cast<unsigned>(impl_->nblocks);
+    const int n = static_cast<int>(impl_->njobs);
+    if (impl_->pack)
+      detail::batch_kernel<true><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
+    else
+      detail::batch_kernel<false><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
+    check_launch(stream);
+  }
+  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+}
+
+}  // namespace ferry::gpu

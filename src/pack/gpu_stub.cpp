@@ -1,0 +1,29 @@
+// The GPU engine's stand-in for builds without CUDA: nothing is reachable, every call says why.
+#include <ferry/gpu.hpp>
+
+#include "sys/error.hpp"
+
+namespace ferry::gpu {
+
+namespace {
+[[noreturn]] void no_cuda() {
+  detail::fail(MPI_ERR_OTHER, "Ferry was built without CUDA: the GPU engine is not available");
+}
+}  // namespace
+
+bool available() noexcept { return false; }
+Memory memory_of(const void*) { return Memory::host; }
+void pack_async(const void*, i64, const Type&, void*, Stream, Event) { no_cuda(); }
+void unpack_async(const void*, void*, i64, const Type&, Stream, Event) { no_cuda(); }
+void pack(const void*, i64, const Type&, void*) { no_cuda(); }
+void unpack(const void*, void*, i64, const Type&) { no_cuda(); }
+
+struct Batch::Impl {};
+Batch::Batch(Direction, const std::vector<Job>&) { no_cuda(); }
+Batch::~Batch() = default;
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&&) noexcept = default;
+void Batch::launch(Stream, Event) const { no_cuda(); }
+std::size_t Batch::size() const { return 0; }
+
+}  // namespace ferry::gpu

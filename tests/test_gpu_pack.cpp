@@ -1,0 +1,238 @@
+// The GPU engine on random datatypes (the generator of test_random_types): pack into device memory
+// and into mapped pinned host memory, unpack, batched — every result compared with the CPU engine
+// (held to MPI_Pack by test_random_types) and, for single elements, with MPI_Pack itself; outputs
+// poisoned first, guard bytes checked. Exits 77 (skipped) where there is no GPU.
+#include <cuda_runtime.h>
+#include <ferry/error.hpp>
+#include <ferry/gpu.hpp>
+#include <ferry/pack.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "random_type.hpp"
+
+namespace {
+
+using ferry::i64;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+constexpr i64 kGuard = 64;
+constexpr i64 kMem = i64{16} << 20;     // unpacked buffers: 3 elements of spans up to 1 MiB
+constexpr i64 kPacked = i64{4} << 20;   // packed buffers
+
+struct Buffers {
+  char* dev_mem = nullptr;
+  char* dev_mem2 = nullptr;
+  char* dev_packed = nullptr;
+  char* mapped = nullptr;
+  Buffers() {
+    cudaMalloc(&dev_mem, kMem);
+    cudaMalloc(&dev_mem2, kMem);
+    cudaMalloc(&dev_packed, kPacked);
+    cudaHostAlloc(&mapped, kPacked, cudaHostAllocMapped);
+  }
+  ~Buffers() {
+    cudaFree(dev_mem);
+    cudaFree(dev_mem2);
+    cudaFree(dev_packed);
+    cudaFreeHost(mapped);
+  }
+};
+
+struct Case {
+  std::uint64_t seed;
+  ferry_test::RandomType rt;
+  MPI_Datatype t;
+  ferry::Type type;
+  int count;
+  i64 origin;  // offset of the origin in the unpacked buffers
+  i64 size;
+  std::vector<char> host;  // unpacked data
+  std::vector<char> ref;   // CPU engine's packed bytes
+};
+
+Case make_case(std::uint64_t seed, std::mt19937_64& rng) {
+  Case c;
+  c.seed = seed;
+  ferry_test::TypeGenerator gen(seed);
+  c.rt = gen.next();
+  c.t = c.rt.type;
+  if (!c.rt.named) MPI_Type_commit(&c.t);
+  c.type = ferry::translate(c.t);
+  ferry_test::MpiMeta m = ferry_test::mpi_meta(c.t);
+  c.count = 1 + static_cast<int>(rng() % 3);
+  i64 span = m.true_extent + (c.count - 1) * std::llabs(m.extent) + 64;
+  c.origin = span + 64 - m.true_lb;
+  c.origin -= c.origin % 16;
+  if (c.origin + m.true_lb < 0) c.origin += 16;
+  c.host.resize(static_cast<std::size_t>(2 * span + 256));
+  for (auto& b : c.host) b = static_cast<char>(rng());
+  c.size = c.type.size() * c.count;
+  c.ref.resize(static_cast<std::size_t>(c.size));
+  i64 pos = 0;
+  ferry::pack(c.host.data() + c.origin, c.count, c.type, c.ref.data(), c.size, &pos);
+  return c;
+}
+
+std::string what(const Case& c) {
+  return "seed " + std::to_string(c.seed) + " count " + std::to_string(c.count) + "\n" +
+         c.rt.description + "\n" + c.type.describe();
+}
+
+class GpuPack : public ::testing::Test {
+ protected:
+  static Buffers* buf;
+  static void SetUpTestSuite() { buf = new Buffers(); }
+  static void TearDownTestSuite() { delete buf; }
+};
+Buffers* GpuPack::buf = nullptr;
+
+// Packs into device memory at an aligned and a misaligned position, into mapped host memory, and
+// unpacks back; each against the CPU engine.
+TEST_F(GpuPack, RandomTypesMatchTheCpuEngine) {
+  const int n = env_int("FERRY_GPU_TYPES", 2000);
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 555;
+  std::mt19937_64 rng(base);
+  for (int i = 0; i < n; ++i) {
+    Case c = make_case(base + static_cast<std::uint64_t>(i), rng);
+    ASSERT_LE(static_cast<i64>(c.host.size()), kMem);
+    ASSERT_LE(c.size + kGuard + 16, kPacked);
+    CUDA_OK(cudaMemcpy(buf->dev_mem, c.host.data(), c.host.size(), cudaMemcpyHostToDevice));
+    if (c.count == 1) {  // the system MPI agrees on one element
+      std::vector<char> mpi(static_cast<std::size_t>(c.size) + 1);
+      int pos = 0;
+      MPI_Pack(c.host.data() + c.origin, 1, c.t, mpi.data(), static_cast<int>(mpi.size()), &pos,
+               MPI_COMM_WORLD);
+      ASSERT_TRUE(std::equal(c.ref.begin(), c.ref.end(), mpi.begin())) << what(c);
+    }
+    for (i64 at : {i64{0}, i64{3}}) {  // 3: a misaligned destination forces narrow words
+      CUDA_OK(cudaMemset(buf->dev_packed, 0x5A, static_cast<std::size_t>(c.size + kGuard + at)));
+      ASSERT_NO_THROW(ferry::gpu::pack_async(buf->dev_mem + c.origin, c.count, c.type,
+                                             buf->dev_packed + at))
+          << what(c);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<char> got(static_cast<std::size_t>(c.size + kGuard + at));
+      CUDA_OK(cudaMemcpy(got.data(), buf->dev_packed, got.size(), cudaMemcpyDeviceToHost));
+      ASSERT_TRUE(std::equal(c.ref.begin(), c.ref.end(), got.begin() + at)) << "device, at " << at
+                                                                            << "\n" << what(c);
+      for (i64 k = 0; k < at; ++k) ASSERT_EQ(got[static_cast<std::size_t>(k)], char(0x5A));
+      for (i64 k = at + c.size; k < static_cast<i64>(got.size()); ++k)
+        ASSERT_EQ(got[static_cast<std::size_t>(k)], char(0x5A)) << "wrote past the end\n" << what(c);
+    }
+    // One-shot: straight into mapped pinned host memory.
+    std::memset(buf->mapped, 0x5A, static_cast<std::size_t>(c.size + kGuard));
+    ferry::gpu::pack(buf->dev_mem + c.origin, c.count, c.type, buf->mapped);
+    ASSERT_TRUE(std::equal(c.ref.begin(), c.ref.end(), buf->mapped)) << "mapped\n" << what(c);
+    ASSERT_EQ(buf->mapped[c.size], char(0x5A));
+
+    // Unpack from device memory into a poisoned device buffer, against the CPU engine.
+    std::vector<char> want(c.host.size(), char(0xA5));
+    i64 pos = 0;
+    ferry::unpack(c.ref.data(), c.size, &pos, want.data() + c.origin, c.count, c.type);
+    CUDA_OK(cudaMemset(buf->dev_mem2, 0xA5, c.host.size()));
+    CUDA_OK(cudaMemcpy(buf->dev_packed, c.ref.data(), c.ref.size(), cudaMemcpyHostToDevice));
+    ferry::gpu::unpack(buf->dev_packed, buf->dev_mem2 + c.origin, c.count, c.type);
+    std::vector<char> got(c.host.size());
+    CUDA_OK(cudaMemcpy(got.data(), buf->dev_mem2, got.size(), cudaMemcpyDeviceToHost));
+    ASSERT_TRUE(got == want) << "unpack\n" << what(c);
+    // And from mapped host memory.
+    std::memcpy(buf->mapped, c.ref.data(), c.ref.size());
+    CUDA_OK(cudaMemset(buf->dev_mem2, 0xA5, c.host.size()));
+    ferry::gpu::unpack(buf->mapped, buf->dev_mem2 + c.origin, c.count, c.type);
+    CUDA_OK(cudaMemcpy(got.data(), buf->dev_mem2, got.size(), cudaMemcpyDeviceToHost));
+    ASSERT_TRUE(got == want) << "unpack from mapped\n" << what(c);
+    if (!c.rt.named) MPI_Type_free(&c.t);
+  }
+}
+
+// Groups of random types packed by one launch each, then unpacked by one launch.
+TEST_F(GpuPack, BatchesMatchTheCpuEngine) {
+  const int groups = env_int("FERRY_GPU_BATCHES", 100);
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 99999;
+  std::mt19937_64 rng(base);
+  constexpr int kJobs = 8;
+  for (int g = 0; g < groups; ++g) {
+    std::vector<Case> cases;
+    std::vector<ferry::gpu::Job> jobs;
+    i64 mem_at = 0, packed_at = 0;
+    std::vector<i64> mem_off, packed_off;
+    for (int j = 0; j < kJobs; ++j) {
+      Case c = make_case(base + static_cast<std::uint64_t>(g * kJobs + j), rng);
+      i64 need = (static_cast<i64>(c.host.size()) + 15) / 16 * 16;
+      if (mem_at + need > kMem || packed_at + c.size + 16 > kPacked) break;
+      mem_off.push_back(mem_at);
+      packed_off.push_back(packed_at);
+      CUDA_OK(cudaMemcpy(buf->dev_mem + mem_at, c.host.data(), c.host.size(), cudaMemcpyHostToDevice));
+      mem_at += need;
+      packed_at += (c.size + 15) / 16 * 16 + (j % 3);  // some misaligned destinations
+      cases.push_back(std::move(c));
+    }
+    for (std::size_t j = 0; j < cases.size(); ++j)
+      jobs.push_back({buf->dev_mem + mem_off[j] + cases[j].origin, buf->dev_packed + packed_off[j],
+                      cases[j].count, &cases[j].type});
+    CUDA_OK(cudaMemset(buf->dev_packed, 0x5A, static_cast<std::size_t>(packed_at + 16)));
+    ferry::gpu::Batch pack(ferry::gpu::Direction::pack, jobs);
+    pack.launch();
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<char> got(static_cast<std::size_t>(packed_at + 16));
+    CUDA_OK(cudaMemcpy(got.data(), buf->dev_packed, got.size(), cudaMemcpyDeviceToHost));
+    for (std::size_t j = 0; j < cases.size(); ++j)
+      ASSERT_TRUE(std::equal(cases[j].ref.begin(), cases[j].ref.end(),
+                             got.begin() + packed_off[j]))
+          << "batch job " << j << "\n" << what(cases[j]);
+
+    // Unpack the same packed bytes into a poisoned copy of the unpacked buffers.
+    CUDA_OK(cudaMemset(buf->dev_mem2, 0xA5, static_cast<std::size_t>(mem_at)));
+    for (auto& job : jobs) job.origin = static_cast<char*>(job.origin) - buf->dev_mem + buf->dev_mem2;
+    ferry::gpu::Batch unpack(ferry::gpu::Direction::unpack, jobs);
+    unpack.launch();
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<char> mem(static_cast<std::size_t>(mem_at));
+    CUDA_OK(cudaMemcpy(mem.data(), buf->dev_mem2, mem.size(), cudaMemcpyDeviceToHost));
+    // Types that write a byte twice make unpack order matter; the batch keeps each job's order,
+    // and jobs use disjoint memory, so the result equals the CPU engine's job by job.
+    for (std::size_t j = 0; j < cases.size(); ++j) {
+      std::vector<char> want(cases[j].host.size(), char(0xA5));
+      i64 pos = 0;
+      ferry::unpack(cases[j].ref.data(), cases[j].size, &pos, want.data() + cases[j].origin,
+                    cases[j].count, cases[j].type);
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), mem.begin() + mem_off[j]))
+          << "batch unpack job " << j << "\n" << what(cases[j]);
+    }
+    for (Case& c : cases)
+      if (!c.rt.named) MPI_Type_free(&c.t);
+  }
+}
+
+TEST_F(GpuPack, PageableBuffersAreRefusedAsync) {
+  MPI_Datatype t;
+  MPI_Type_vector(4, 1, 2, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  ferry::Type ty = ferry::translate(t);
+  MPI_Type_free(&t);
+  std::vector<int> host(8), out(4);
+  try {
+    ferry::gpu::pack_async(host.data(), 1, ty, buf->dev_packed);
+    FAIL() << "no error";
+  } catch (const ferry::Error& e) {
+    EXPECT_EQ(e.mpi_error_class(), MPI_ERR_BUFFER);
+  }
+  // The synchronous API stages instead, and ferry::pack picks the GPU for device buffers.
+  for (int i = 0; i < 8; ++i) host[static_cast<std::size_t>(i)] = i;
+  CUDA_OK(cudaMemcpy(buf->dev_mem, host.data(), 32, cudaMemcpyHostToDevice));
+  i64 pos = 0;
+  ferry::pack(buf->dev_mem, 1, ty, out.data(), 16, &pos);
+  EXPECT_EQ(out, (std::vector<int>{0, 2, 4, 6}));
+}
+
+}  // namespace

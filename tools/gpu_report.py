@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Reads bench_gpu_pack's JSON (and bench_torch's, if given), draws the plots and prints the table
+of the goals: 2-D cases >= 16 MiB against the sector roofline and PyTorch, faces against the
+hand-written kernel, the batch against one face."""
+import argparse
+import json
+from collections import defaultdict
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("torch", nargs="?")
+    ap.add_argument("--png", default=None)
+    args = ap.parse_args()
+    data = json.load(open(args.bench))
+    rows = list(data["results"])
+    if args.torch:
+        try:
+            rows += json.load(open(args.torch))["results"]
+        except (OSError, ValueError):
+            pass
+    t = defaultdict(dict)  # (group, name) -> method -> seconds
+    meta = {}
+    for r in rows:
+        t[(r["group"], r["name"])][r["method"]] = r["seconds"]
+        meta[(r["group"], r["name"])] = r
+    gbs = lambda key, m: meta[key]["bytes"] / t[key][m] / 1e9 if m in t[key] else float("nan")
+
+    if args.png:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+            methods = ["ferry_pack", "ferry_unpack", "hand_kernel", "memcpy2d", "torch_copy",
+                       "memcpy_per_block", "roofline"]
+            big = sorted({meta[k]["block"] for k in t if k[0] == "2d" and meta[k]["bytes"] == 64 << 20})
+            for m in methods:
+                xs = [b for b in big if m in t[("2d", f"{64 << 20}B/{b}B")]]
+                ys = [gbs(("2d", f"{64 << 20}B/{b}B"), m) for b in xs]
+                if xs:
+                    axes[0].plot(xs, ys, marker="o", label=m, linestyle="--" if m == "roofline" else "-")
+            axes[0].set(xscale="log", yscale="log", xlabel="contiguous block (B)", ylabel="GB/s packed",
+                        title=f"2-D objects of 64 MiB, {data['device']}")
+            axes[0].legend(fontsize=8)
+            sizes = sorted({meta[k]["bytes"] for k in t if k[0] == "2d" and meta[k]["block"] == 8})
+            for m in methods:
+                xs = [s for s in sizes if m in t[("2d", f"{s}B/8B")]]
+                ys = [gbs(("2d", f"{s}B/8B"), m) for s in xs]
+                if xs:
+                    axes[1].plot(xs, ys, marker="o", label=m, linestyle="--" if m == "roofline" else "-")
+            axes[1].set(xscale="log", yscale="log", xlabel="object size (B)", ylabel="GB/s packed",
+                        title="2-D objects, 8-byte blocks, 512 B pitch")
+            axes[1].legend(fontsize=8)
+            fig.tight_layout()
+            fig.savefig(args.png, dpi=110)
+            print(f"plot: {args.png}")
+        except ImportError:
+            print("matplotlib not importable: no plot")
+
+    print(f"\ndevice {data['device']}, device-to-device copy {data['copy_rate_Bps'] / 1e9:.0f} GB/s (r+w)")
+    print(f"{'case':<22}{'ferry GB/s':>11}{'unpack':>9}{'%roof':>7}{'x torch':>9}{'x hand':>8}{'x 2D/3D':>9}")
+    for key in sorted(t, key=lambda k: (k[0], meta[k]["bytes"], meta[k]["block"])):
+        g, name = key
+        if g == "2d" and meta[key]["bytes"] < 16 << 20:
+            continue
+        m = t[key]
+        fp = m.get("ferry_pack") or m.get("ferry_batch")
+        if fp is None:
+            continue
+        roof = 100 * m["roofline"] / fp if "roofline" in m else float("nan")
+        up = m.get("ferry_unpack") or m.get("ferry_batch_unpack")
+        cp = m.get("memcpy2d") or m.get("memcpy3d")
+        print(f"{g + ' ' + name:<22}{meta[key]['bytes'] / fp / 1e9:>11.0f}"
+              f"{meta[key]['bytes'] / up / 1e9 if up else float('nan'):>9.0f}{roof:>7.0f}"
+              f"{m['torch_copy'] / fp if 'torch_copy' in m else float('nan'):>9.2f}"
+              f"{m['hand_kernel'] / fp if 'hand_kernel' in m else float('nan'):>8.2f}"
+              f"{cp / fp if cp else float('nan'):>9.2f}")
+    for key in t:
+        if key[0] == "batch":
+            m = t[key]
+            face = t.get(("face", "-X"), {}).get("ferry_pack")
+            print(f"batch {key[1]}: {m['ferry_batch'] * 1e6:.1f} us in one launch, "
+                  f"{m['ferry_separate_launches'] * 1e6:.1f} us as separate launches, "
+                  f"one -X face {face * 1e6 if face else float('nan'):.1f} us, "
+                  f"roofline {m['roofline'] * 1e6:.1f} us")
+
+
+if __name__ == "__main__":
+    main()
