@@ -62,13 +62,13 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
     if (origin + m.true_lb < mem.data()) origin += 16;
 
     ferry::detail::HostPlan hp = ferry::detail::build_plan(type, count);
-    (hp.plan.npieces ? general : strided) += 1;
+    (hp.head.plan.npieces ? general : strided) += 1;
     const i64 size = m.size * count;
-    ASSERT_EQ(size, hp.bytes);
+    ASSERT_EQ(size, hp.head.bytes);
     std::vector<char> want(static_cast<std::size_t>(size)), got(want.size());
     i64 pos = 0;
     ferry::pack(origin, count, type, want.data(), size, &pos);
-    for (int lw : {0, hp.max_lw}) {
+    for (int lw : {0, hp.head.max_lw}) {
       std::fill(got.begin(), got.end(), char(0x5A));
       ferry::detail::emulate(hp, lw, origin, got.data(), true);
       ASSERT_TRUE(want == got) << "seed " << seed << " lw " << lw << " count " << count << "\n"
@@ -80,7 +80,7 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
     char* og = out_got.data() + (origin - mem.data());
     pos = 0;
     ferry::unpack(want.data(), size, &pos, ow, count, type);
-    ferry::detail::emulate(hp, hp.max_lw, og, want.data(), false);
+    ferry::detail::emulate(hp, hp.head.max_lw, og, want.data(), false);
     ASSERT_TRUE(out_want == out_got) << "unpack, seed " << seed << "\n" << rt.description;
     if (!rt.named) MPI_Type_free(&t);
   }

@@ -12,6 +12,7 @@ def main():
     ap.add_argument("bench")
     ap.add_argument("torch", nargs="?")
     ap.add_argument("--png", default=None)
+    ap.add_argument("--flat", default=None, help="bench JSON of the flat kernel (FERRY_GPU_ROWS=0)")
     args = ap.parse_args()
     data = json.load(open(args.bench))
     rows = list(data["results"])
@@ -25,6 +26,13 @@ def main():
     for r in rows:
         t[(r["group"], r["name"])][r["method"]] = r["seconds"]
         meta[(r["group"], r["name"])] = r
+    if args.flat:
+        try:
+            for r in json.load(open(args.flat))["results"]:
+                if r["method"] == "ferry_pack":
+                    t[(r["group"], r["name"])]["ferry_pack_flat"] = r["seconds"]
+        except (OSError, ValueError):
+            pass
     gbs = lambda key, m: meta[key]["bytes"] / t[key][m] / 1e9 if m in t[key] else float("nan")
 
     if args.png:
@@ -60,7 +68,8 @@ def main():
             print("matplotlib not importable: no plot")
 
     print(f"\ndevice {data['device']}, device-to-device copy {data['copy_rate_Bps'] / 1e9:.0f} GB/s (r+w)")
-    print(f"{'case':<22}{'ferry GB/s':>11}{'unpack':>9}{'%roof':>7}{'x torch':>9}{'x hand':>8}{'x 2D/3D':>9}")
+    print(f"{'case':<22}{'ferry GB/s':>11}{'unpack':>9}{'%roof':>7}{'x torch':>9}{'x hand':>8}"
+          f"{'x 2D/3D':>9}{'flat GB/s':>10}")
     for key in sorted(t, key=lambda k: (k[0], meta[k]["bytes"], meta[k]["block"])):
         g, name = key
         if g == "2d" and meta[key]["bytes"] < 16 << 20:
@@ -76,7 +85,8 @@ def main():
               f"{meta[key]['bytes'] / up / 1e9 if up else float('nan'):>9.0f}{roof:>7.0f}"
               f"{m['torch_copy'] / fp if 'torch_copy' in m else float('nan'):>9.2f}"
               f"{m['hand_kernel'] / fp if 'hand_kernel' in m else float('nan'):>8.2f}"
-              f"{cp / fp if cp else float('nan'):>9.2f}")
+              f"{cp / fp if cp else float('nan'):>9.2f}"
+              f"{meta[key]['bytes'] / m['ferry_pack_flat'] / 1e9 if 'ferry_pack_flat' in m else float('nan'):>10.0f}")
     for key in t:
         if key[0] == "batch":
             m = t[key]

@@ -28,10 +28,15 @@ def load(paths):
     """Returns (entries, context): entries maps run_name -> entry (median or mean)."""
     runs = OrderedDict()
     medians = {}
+    cvs = {}
     context = {}
     for path in paths:
-        with open(path) as f:
-            doc = json.load(f)
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            print("note: skipping %s (%s)" % (path, e), file=sys.stderr)
+            continue
         context.update(doc.get("context", {}))
         for b in doc.get("benchmarks", []):
             name = b.get("run_name", b["name"])
@@ -39,9 +44,15 @@ def load(paths):
                 name = name[: -len("/real_time")]
             if b.get("run_type") == "aggregate":
                 if b.get("aggregate_name") == "median":
-                    medians[name] = b
+                    medians[name] = dict(b)
+                elif b.get("aggregate_name") == "cv":
+                    cvs[name] = b
                 continue
             runs.setdefault(name, []).append(b)
+    # The coefficient of variation of the repetitions (of the time), for judging noise.
+    for name, m in medians.items():
+        if name in cvs and "real_time" in cvs[name]:
+            m["cv"] = cvs[name]["real_time"]
     out = OrderedDict()
     for name, rs in runs.items():
         if name in medians:
@@ -148,25 +159,30 @@ def pack_report(entries, markdown, matrix):
             row += [fmt(f), fmt(m), s]
             ratios[(case, op)] = r
             if r is not None and r < 1:
-                losses.append((case, op, f, m, r))
+                cv = [c[(op, impl)].get("cv") for impl in ("ferry", "mpi")]
+                note = ("" if None in cv else
+                        " (run-to-run variation: Ferry %.1f%%, MPI %.1f%%)" % (100 * cv[0], 100 * cv[1]))
+                losses.append((case, op, f, m, (r, note)))
             if f is None and c.get((op, "ferry")) is not None:
                 losses.append((case, op, None, m,
                                c[(op, "ferry")].get("error_message", "error")))
         if capi:
-            row += [fmt(gbps(c.get(("pack", "ferry_c")))), fmt(gbps(c.get(("unpack", "ferry_c"))))]
+            for op in ("pack", "unpack"):
+                e = c.get((op, "ferry_c"))
+                row.append("-" if e is None else fmt(gbps(e)))
         rows.append(row)
     out = ["CPU pack/unpack throughput, GB/s (1e9 B/s of packed data); ratio = Ferry / MPI", "",
            table(rows, header, markdown), ""]
     if matrix:
         out += matrix_report(ratios, markdown)
     if losses:
-        out.append("Ferry slower than MPI (or failed):")
+        out.append("Ferry slower than MPI (or failed), %d of %d:" % (len(losses), 2 * len(cases)))
         for case, op, f, m, r in losses:
             if f is None:
                 out.append("  %s %s: Ferry error: %s (MPI %s GB/s)" % (op, case, r, fmt(m)))
             else:
-                out.append("  %s %s: Ferry %s GB/s, MPI %s GB/s, ratio %.3f"
-                           % (op, case, fmt(f, 3), fmt(m, 3), r))
+                out.append("  %s %s: Ferry %s GB/s, MPI %s GB/s, ratio %.3f%s"
+                           % (op, case, fmt(f, 3), fmt(m, 3), r[0], r[1]))
     else:
         out.append("Ferry >= MPI on every case.")
     rs = [r for r in ratios.values() if r]
@@ -300,8 +316,12 @@ def main():
     args = ap.parse_args()
     entries, context = load(args.files)
     if context.get("mpi_library"):
-        print("MPI: %s; Ferry %s (%s)\n" % (context["mpi_library"], context.get("ferry_version", "?"),
-                                           context.get("ferry_build_type", "?")))
+        print("MPI: %s; Ferry %s (%s)" % (context["mpi_library"], context.get("ferry_version", "?"),
+                                         context.get("ferry_build_type", "?")))
+    if context.get("date"):
+        loadavg = context.get("load_avg")
+        print("Run: %s on %s CPUs%s\n" % (context["date"], context.get("num_cpus", "?"),
+              ", load average at start %s" % " ".join("%.2f" % x for x in loadavg) if loadavg else ""))
     for part in (commit_report(entries, args.markdown),
                  pack_report(entries, args.markdown, args.matrix)):
         if part:

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +122,22 @@ __global__ void hand2d(const char* __restrict__ src, char* __restrict__ dst, i64
   }
 }
 
+__global__ void empty_kernel() {}
+
+// The floor under any launch: host cost of launching an empty kernel.
+void hand_launch_cost(char*) {
+  for (int i = 0; i < 100; ++i) empty_kernel<<<1, 32>>>();
+  CK(cudaDeviceSynchronize());
+  const int n = 2000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) empty_kernel<<<1, 32>>>();
+  auto t1 = std::chrono::steady_clock::now();
+  CK(cudaDeviceSynchronize());
+  double s = std::chrono::duration<double>(t1 - t0).count() / n;
+  record("overhead", "empty kernel", "host_launch_call", 0, 0, s);
+  std::printf("host cost: empty kernel launch %.2f us per call\n", s * 1e6);
+}
+
 __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst, int ex, int ey,
                        int ez, i64 sx, i64 sy) {
   // One thread per 8-byte value: (x, y, z) of an ex*ey*ez box with row/plane strides sx, sy values.
@@ -129,8 +146,12 @@ __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst,
   if (x < ex) dst[(i64{z} * ey + y) * ex + x] = src[z * sy + y * sx + x];
 }
 
+bool large_only = false;
+
 void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
-  const i64 sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
+  const i64 all_sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
+  std::vector<i64> sizes(std::begin(all_sizes), std::end(all_sizes));
+  if (large_only) sizes = {16 << 20, 64 << 20};
   const i64 blocks[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
   for (i64 size : sizes)
     for (i64 block : blocks) {
@@ -145,6 +166,7 @@ void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
       auto up = [&] { ferry::gpu::unpack_async(packed, mem, 1, ty); };
       record("2d", name, "ferry_pack", size, block, tm.median(pk));
       record("2d", name, "ferry_unpack", size, block, tm.median(up));
+      if (large_only) continue;
       record("2d", name, "ferry_pack_mapped", size, block,
              tm.median([&] { ferry::gpu::pack_async(mem, 1, ty, host_pinned); }));
       const i64 w = block % 16 == 0 ? 16 : block % 8 == 0 ? 8 : block % 4 == 0 ? 4 : block % 2 == 0 ? 2 : 1;
@@ -195,6 +217,33 @@ void sectors_of_box(SectorCount& sc, int x0, int y0, int z0, int ex, int ey, int
   for (int z = 0; z < ez; ++z)
     for (int y = 0; y < ey; ++y)
       sc.add((z0 + z) * Grid::plane + (y0 + y) * Grid::row + x0 * 8, ex * 8);
+}
+
+// Host-side cost of one asynchronous pack call (checks, plan lookup, kernel launch), and of the
+// pointer classification inside it.
+void run_overhead(char* packed) {
+  char* grid;
+  CK(cudaMalloc(&grid, Grid::bytes));
+  ferry::Type ty = box(Grid::r, Grid::r, Grid::r, Grid::r, Grid::n, Grid::n);
+  for (int i = 0; i < 100; ++i) ferry::gpu::pack_async(grid, 1, ty, packed);
+  CK(cudaDeviceSynchronize());
+  const int n = 2000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) ferry::gpu::pack_async(grid, 1, ty, packed);
+  auto t1 = std::chrono::steady_clock::now();
+  CK(cudaDeviceSynchronize());
+  double call = std::chrono::duration<double>(t1 - t0).count() / n;
+  t0 = std::chrono::steady_clock::now();
+  volatile int sink = 0;
+  for (int i = 0; i < 20 * n; ++i) sink = sink + static_cast<int>(ferry::gpu::memory_of(grid + i));
+  t1 = std::chrono::steady_clock::now();
+  double classify = std::chrono::duration<double>(t1 - t0).count() / (20 * n);
+  hand_launch_cost(packed);
+  record("overhead", "-X face", "host_pack_async_call", 0, 0, call);
+  record("overhead", "pointer", "host_memory_of", 0, 0, classify);
+  std::printf("host cost: pack_async %.2f us per call, memory_of %.3f us per call\n", call * 1e6,
+              classify * 1e6);
+  CK(cudaFree(grid));
 }
 
 void run_faces(Timer& tm, char* packed) {
@@ -349,6 +398,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--large-only")) large_only = true;
   }
   if (!ferry::gpu::available()) {
     std::printf("no GPU: nothing to measure\n");
@@ -364,14 +414,17 @@ int main(int argc, char** argv) {
   CK(cudaHostAlloc(&pinned, 256 << 20, cudaHostAllocMapped));
   CK(cudaMemset(packed, 0, 256 << 20));
   if (!quick) run_2d(tm, mem, packed, pinned);
-  run_faces(tm, packed);
-  run_batch(tm);
-  run_indexed(tm, mem, packed);
+  if (!large_only) {
+    run_overhead(packed);
+    run_faces(tm, packed);
+    run_batch(tm);
+    run_indexed(tm, mem, packed);
+  }
   write_json(json);
   std::printf("%-8s %-16s %-24s %12s %12s\n", "group", "case", "method", "time_us", "GB/s");
   for (const Result& r : results)
     std::printf("%-8s %-16s %-24s %12.2f %12.1f\n", r.group.c_str(), r.name.c_str(), r.method.c_str(),
-                r.seconds * 1e6, r.bytes / r.seconds / 1e9);
+                r.seconds * 1e6, r.bytes ? r.bytes / r.seconds / 1e9 : 0.0);
   CK(cudaFree(mem));
   CK(cudaFree(packed));
   CK(cudaFreeHost(pinned));

@@ -109,6 +109,11 @@ class Type {
   i64 extent() const { return extent_; }
   i64 true_lb() const { return root_->bytes ? root_->lo : 0; }
   i64 true_extent() const { return root_->bytes ? root_->hi - root_->lo : 0; }
+  // Offset from the origin of the lowest byte that `count` elements touch (where to classify or
+  // bounds-check the memory; the origin itself may lie outside it).
+  i64 data_lb(i64 count) const {
+    return true_lb() + (count > 1 && extent_ < 0 ? (count - 1) * extent_ : 0);
+  }
   // Contiguous blocks in one element (1 for a dense type, 0 for an empty one).
   i64 blocks() const { return root_->runs; }
   // Present when the type is a strided block (Algorithm 5).

@@ -30,9 +30,12 @@ void check_window(const void* buf, i64 size, const i64* position, i64 bytes, con
 }
 
 // Either buffer is GPU memory (device, managed or pinned host): the GPU engine moves the data.
-bool on_gpu(const void* a, const void* b) {
-  return gpu::available() &&
-         (gpu::memory_of(a) != gpu::Memory::host || gpu::memory_of(b) != gpu::Memory::host);
+// The unpacked side is classified at its first data byte (the origin may be outside it).
+bool on_gpu(const void* origin, i64 count, const Type& type, const void* packed) {
+  if (!gpu::available() || count == 0 || type.size() == 0) return false;
+  return gpu::memory_of(static_cast<const char*>(origin) + type.data_lb(count)) !=
+             gpu::Memory::host ||
+         gpu::memory_of(packed) != gpu::Memory::host;
 }
 
 }  // namespace
@@ -48,7 +51,7 @@ void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outs
   check_window(outbuf, outsize, position, bytes, "output");
   if (bytes > 0 && inbuf == nullptr) fail(MPI_ERR_BUFFER, "input buffer is null");
   char* out = static_cast<char*>(outbuf) + *position;
-  if (on_gpu(inbuf, outbuf)) gpu::pack(inbuf, count, type, out);
+  if (on_gpu(inbuf, count, type, out)) gpu::pack(inbuf, count, type, out);
   else detail::cpu_pack(static_cast<const char*>(inbuf), count, type, out);
   *position += bytes;
 }
@@ -59,7 +62,7 @@ void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 coun
   check_window(inbuf, insize, position, bytes, "input");
   if (bytes > 0 && outbuf == nullptr) fail(MPI_ERR_BUFFER, "output buffer is null");
   const char* in = static_cast<const char*>(inbuf) + *position;
-  if (on_gpu(inbuf, outbuf)) gpu::unpack(in, outbuf, count, type);
+  if (on_gpu(outbuf, count, type, in)) gpu::unpack(in, outbuf, count, type);
   else detail::cpu_unpack(in, static_cast<char*>(outbuf), count, type);
   *position += bytes;
 }

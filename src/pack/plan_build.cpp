@@ -140,11 +140,12 @@ std::vector<Dim> dims_of(const Shape& s) {
 }  // namespace
 
 HostPlan build_plan(const Type& type) {
-  HostPlan hp;
+  HostPlan host;
+  PlanHead& hp = host.head;
   hp.bytes = type.size();
   if (hp.bytes == 0) {
     hp.contiguous = true;
-    return hp;
+    return host;
   }
   Builder b;
   Plan& pl = hp.plan;
@@ -171,17 +172,17 @@ HostPlan build_plan(const Type& type) {
     pl.start = start;
     b.see(start);
     pl.outer = b.shape(node->bytes, std::vector<Dim>(top_down.rbegin(), top_down.rend()));
-    Flattener f(b, hp);
+    Flattener f(b, host);
     f.emit(*node, 0, 0);
-    pl.npieces = static_cast<int>(hp.pieces.size());
+    pl.npieces = static_cast<int>(host.pieces.size());
   }
   hp.max_lw = b.align == 0 ? 4 : std::min(4, address_lw(static_cast<std::uintptr_t>(b.align)));
   hp.wide = b.wide || hp.bytes >= (i64{1} << 31);
-  return hp;
+  return host;
 }
 
-HostPlan with_count(const HostPlan& one, const Type& type, i64 count) {
-  HostPlan hp = one;
+PlanHead with_count(const PlanHead& one, const Type& type, i64 count) {
+  PlanHead hp = one;
   hp.bytes = checked_mul(count, one.bytes, MPI_ERR_COUNT, "packed size");
   if (count <= 1 || hp.bytes == 0) {
     if (count == 0) hp.contiguous = true;
@@ -205,8 +206,8 @@ namespace {
 
 template <class Idx, int LW>
 void emulate_words(const HostPlan& hp, char* origin, char* packed, bool pack) {
-  Plan pl = hp.plan;
-  pl.total = hp.bytes >> LW;
+  Plan pl = hp.head.plan;
+  pl.total = hp.head.bytes >> LW;
   pl.pieces = hp.pieces.data();
   pl.shapes = hp.shapes.data();
   constexpr std::size_t w = std::size_t{1} << LW;
@@ -231,14 +232,15 @@ void emulate_idx(const HostPlan& hp, int lw, char* origin, char* packed, bool pa
 
 }  // namespace
 
-void emulate(const HostPlan& hp, int lw, char* origin, char* packed, bool pack) {
+void emulate(const HostPlan& host, int lw, char* origin, char* packed, bool pack) {
+  const PlanHead& hp = host.head;
   if (hp.contiguous) {
     if (pack) std::memcpy(packed, origin + hp.plan.start, static_cast<std::size_t>(hp.bytes));
     else std::memcpy(origin + hp.plan.start, packed, static_cast<std::size_t>(hp.bytes));
     return;
   }
-  if (hp.wide) emulate_idx<std::uint64_t>(hp, lw, origin, packed, pack);
-  else emulate_idx<std::uint32_t>(hp, lw, origin, packed, pack);
+  if (hp.wide) emulate_idx<std::uint64_t>(host, lw, origin, packed, pack);
+  else emulate_idx<std::uint32_t>(host, lw, origin, packed, pack);
 }
 
 }  // namespace ferry::detail

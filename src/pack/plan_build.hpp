@@ -10,15 +10,20 @@
 
 namespace ferry::detail {
 
+// The count-dependent part of a plan: small, copied per call.
+struct PlanHead {
+  Plan plan;                // plan.pieces / plan.shapes are bound by the user of the plan;
+                            // plan.total is set for the chosen word size by set_word()
+  int max_lw = 4;           // widest word (log2 bytes) the layout allows
+  bool contiguous = false;  // one run of `bytes` at plan.start: a plain memcpy
+  bool wide = false;        // needs 64-bit indices (2^31 words or more at 1-byte words)
+  i64 bytes = 0;            // packed bytes
+};
+
 struct HostPlan {
-  Plan plan;                  // plan.pieces / plan.shapes are bound by the user of the plan;
-                              // plan.total is set for the chosen word size by set_word()
-  std::vector<Piece> pieces;  // general form only
+  PlanHead head;
+  std::vector<Piece> pieces;  // general form only; the same for every count
   std::vector<Shape> shapes;
-  int max_lw = 4;             // widest word (log2 bytes) the layout allows
-  bool contiguous = false;    // one run of `bytes` at plan.start: a plain memcpy
-  bool wide = false;          // needs 64-bit indices (2^31 words or more at 1-byte words)
-  i64 bytes = 0;              // packed bytes
 };
 
 // The plan of one element; its pieces and shapes do not depend on the count, so the GPU engine
@@ -27,16 +32,18 @@ struct HostPlan {
 HostPlan build_plan(const Type& type);
 // Turns the plan of one element (`one`, from build_plan(type)) into the plan of `count` elements:
 // count becomes the outermost dimension, merged into the one below when it continues its stride.
-HostPlan with_count(const HostPlan& one, const Type& type, i64 count);
+PlanHead with_count(const PlanHead& one, const Type& type, i64 count);
 inline HostPlan build_plan(const Type& type, i64 count) {
-  return with_count(build_plan(type), type, count);
+  HostPlan hp = build_plan(type);
+  hp.head = with_count(hp.head, type, count);
+  return hp;
 }
 
 // log2 of the widest word (<= 16 bytes) the address allows.
 int address_lw(std::uintptr_t address);
 
 // The word size for moving this plan between these two addresses.
-inline int choose_lw(const HostPlan& hp, const void* mem_origin, const void* packed) {
+inline int choose_lw(const PlanHead& hp, const void* mem_origin, const void* packed) {
   int lw = hp.max_lw;
   int a = address_lw(reinterpret_cast<std::uintptr_t>(mem_origin) +
                      static_cast<std::uintptr_t>(hp.plan.start));
@@ -45,7 +52,7 @@ inline int choose_lw(const HostPlan& hp, const void* mem_origin, const void* pac
 }
 
 // Sets plan.total for words of 1 << lw bytes.
-inline void set_word(HostPlan& hp, int lw) { hp.plan.total = hp.bytes >> lw; }
+inline void set_word(PlanHead& hp, int lw) { hp.plan.total = hp.bytes >> lw; }
 
 // Runs the plan on the CPU word by word, with the GPU kernels' index arithmetic: the reference
 // that tests the addressing without a GPU.

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <unordered_map>
 
 #include "pack/cpu/engine.hpp"
 #include "pack/cuda/kernels.cuh"
@@ -30,6 +32,7 @@ namespace ferry::gpu {
 using detail::DevJob;
 using detail::fail;
 using detail::HostPlan;
+using detail::PlanHead;
 using detail::Plan;
 
 namespace {
@@ -39,19 +42,20 @@ struct DeviceInfo {
   detail::LaunchPolicy policy{256, 8};
 };
 
+constexpr int kMaxDevices = 64;
+
 const DeviceInfo& device_info(int device) {
-  static std::mutex mutex;
-  static std::map<int, DeviceInfo> infos;
-  std::lock_guard lock(mutex);
-  auto it = infos.find(device);
-  if (it != infos.end()) return it->second;
-  cudaDeviceProp prop{};
-  FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  DeviceInfo info;
-  info.sms = prop.multiProcessorCount;
-  info.policy = detail::launch_policy(prop.major, prop.minor);
-  if (detail::env::gpu_threads() > 0) info.policy.threads = detail::env::gpu_threads();
-  return infos.emplace(device, info).first->second;
+  static DeviceInfo infos[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  if (device < 0 || device >= kMaxDevices) fail(MPI_ERR_OTHER, "CUDA device index out of range");
+  std::call_once(once[device], [device] {
+    cudaDeviceProp prop{};
+    FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    infos[device].sms = prop.multiProcessorCount;
+    infos[device].policy = detail::launch_policy(prop.major, prop.minor);
+    if (detail::env::gpu_threads() > 0) infos[device].policy.threads = detail::env::gpu_threads();
+  });
+  return infos[device];
 }
 
 int current_device() {
@@ -61,41 +65,62 @@ int current_device() {
 }
 
 // A type's count-independent plan and, for general forms, its tables in device memory; one per
-// (type, device), kept for the life of the process.
+// (type, device), kept for the life of the process. Looked up on every call: a shared lock and one
+// hash probe.
 struct TypeTables {
   NodePtr keep;  // holds the root so its address is never reused for another type
-  HostPlan one;
+  PlanHead one;
   detail::Piece* pieces = nullptr;
   detail::Shape* shapes = nullptr;
 };
 
+struct TablesKey {
+  const Node* root;
+  int device;
+  bool operator==(const TablesKey& o) const { return root == o.root && device == o.device; }
+};
+struct TablesHash {
+  std::size_t operator()(const TablesKey& k) const {
+    return std::hash<const void*>()(k.root) ^ static_cast<std::size_t>(k.device);
+  }
+};
+
 const TypeTables& tables_for(const Type& type, int device) {
-  static std::mutex mutex;
-  static std::map<std::pair<const Node*, int>, TypeTables> cache;
-  std::lock_guard lock(mutex);
-  auto key = std::make_pair(type.root().get(), device);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  static std::shared_mutex mutex;
+  static auto* cache = new std::unordered_map<TablesKey, TypeTables, TablesHash>();
+  const TablesKey key{type.root().get(), device};
+  {
+    std::shared_lock lock(mutex);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  HostPlan host = detail::build_plan(type);
   TypeTables t;
   t.keep = type.root();
-  t.one = detail::build_plan(type);
-  if (t.one.plan.npieces) {
-    std::size_t pb = t.one.pieces.size() * sizeof(detail::Piece);
-    std::size_t sb = t.one.shapes.size() * sizeof(detail::Shape);
+  t.one = host.head;
+  if (host.head.plan.npieces) {
+    std::size_t pb = host.pieces.size() * sizeof(detail::Piece);
+    std::size_t sb = host.shapes.size() * sizeof(detail::Shape);
     FERRY_CUDA_CHECK(cudaMalloc(&t.pieces, pb));
-    FERRY_CUDA_CHECK(cudaMemcpy(t.pieces, t.one.pieces.data(), pb, cudaMemcpyHostToDevice));
+    FERRY_CUDA_CHECK(cudaMemcpy(t.pieces, host.pieces.data(), pb, cudaMemcpyHostToDevice));
     if (sb) {
       FERRY_CUDA_CHECK(cudaMalloc(&t.shapes, sb));
-      FERRY_CUDA_CHECK(cudaMemcpy(t.shapes, t.one.shapes.data(), sb, cudaMemcpyHostToDevice));
+      FERRY_CUDA_CHECK(cudaMemcpy(t.shapes, host.shapes.data(), sb, cudaMemcpyHostToDevice));
     }
   }
-  return cache.emplace(key, std::move(t)).first->second;
+  std::unique_lock lock(mutex);
+  auto [it, fresh] = cache->emplace(key, std::move(t));
+  if (!fresh) {  // another thread made them first
+    cudaFree(t.pieces);
+    cudaFree(t.shapes);
+  }
+  return it->second;
 }
 
 // The plan of `count` elements with its device tables bound.
-HostPlan plan_for(const Type& type, i64 count, int device) {
+PlanHead plan_for(const Type& type, i64 count, int device) {
   const TypeTables& t = tables_for(type, device);
-  HostPlan hp = detail::with_count(t.one, type, count);
+  PlanHead hp = detail::with_count(t.one, type, count);
   hp.plan.pieces = t.pieces;
   hp.plan.shapes = t.shapes;
   return hp;
@@ -106,11 +131,16 @@ void check_launch(cudaStream_t stream) {
   if (detail::env::debug_sync()) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// Memory is classified where the data is: the origin itself may lie outside any allocation.
+const void* first_byte(const void* origin, i64 count, const Type& type) {
+  return static_cast<const char*>(origin) + type.data_lb(count);
+}
+
 void check_args(const void* origin, i64 count, const Type& type, const void* packed) {
   if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
   if (count == 0 || type.size() == 0) return;
   if (origin == nullptr || packed == nullptr) fail(MPI_ERR_BUFFER, "null buffer");
-  if (!reachable(memory_of(origin)))
+  if (!reachable(memory_of(first_byte(origin, count, type))))
     fail(MPI_ERR_BUFFER, "the unpacked buffer is pageable host memory, which a GPU kernel cannot "
                          "reach; use device, managed or pinned host memory");
   if (!reachable(memory_of(packed)))
@@ -118,9 +148,41 @@ void check_args(const void* origin, i64 count, const Type& type, const void* pac
                          "reach; use device memory or mapped pinned host memory");
 }
 
+// Threads per row for the rows kernel (log2), or -1 to use the flat kernel: blocks of at least 8
+// words get a group of up to 32 threads each.
+int rows_lg(const Plan& pl, int lw) {
+  if (!detail::env::gpu_rows()) return -1;
+  const i64 words = pl.shape.bytes >> lw;
+  if (words < 8) return -1;
+  int lg = 3;
+  while (lg < 5 && (i64{2} << lg) <= words) ++lg;
+  return lg;
+}
+
+template <class Idx, int LW, bool Pack>
+void launch_rows(const Plan& pl, char* mem, char* packed, int lg, const DeviceInfo& info,
+                 cudaStream_t s) {
+  const i64 rows = pl.total / (pl.shape.bytes >> LW);
+  const i64 tile = i64{info.policy.threads} * detail::kUnroll >> lg;  // rows per block per trip
+  const int grid = static_cast<int>(std::max<i64>(
+      1, std::min<i64>((rows + tile - 1) / tile, i64{info.sms} * info.policy.blocks_per_sm)));
+  const int t = info.policy.threads;
+  switch (pl.shape.nd) {
+    case 1: detail::rows_kernel<Idx, LW, 1, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
+    case 2: detail::rows_kernel<Idx, LW, 2, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
+    case 3: detail::rows_kernel<Idx, LW, 3, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
+    default: detail::rows_kernel<Idx, LW, -1, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg);
+  }
+}
+
 template <class Idx, int LW, bool Pack>
 void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threads,
                     cudaStream_t s) {
+  const int lg = rows_lg(pl, LW);
+  if (lg >= 0) {
+    launch_rows<Idx, LW, Pack>(pl, mem, packed, lg, device_info(current_device()), s);
+    return;
+  }
   switch (pl.shape.nd) {
     case 1: detail::strided_kernel<Idx, LW, 1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
     case 2: detail::strided_kernel<Idx, LW, 2, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
@@ -160,7 +222,7 @@ void move(bool pack, const void* origin, i64 count, const Type& type, const void
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
     const int device = current_device();
-    HostPlan hp = plan_for(type, count, device);
+    PlanHead hp = plan_for(type, count, device);
     char* mem = const_cast<char*>(static_cast<const char*>(origin));
     char* pk = const_cast<char*>(static_cast<const char*>(packed));
     if (hp.contiguous) {
@@ -235,7 +297,8 @@ struct DeviceScratch {
 void move_sync(bool pack, const void* origin, i64 count, const Type& type, void* packed) {
   const i64 bytes = detail::checked_mul(count < 0 ? 0 : count, type.size(), MPI_ERR_COUNT,
                                         "packed size");
-  const bool mem_ok = reachable(memory_of(origin)), packed_ok = reachable(memory_of(packed));
+  const bool mem_ok = reachable(memory_of(first_byte(origin, count, type)));
+  const bool packed_ok = reachable(memory_of(packed));
   if (count <= 0 || bytes == 0 || (mem_ok && packed_ok)) {
     move(pack, origin, count, type, packed, nullptr, nullptr);
   } else if (!mem_ok && !packed_ok) {
@@ -298,7 +361,7 @@ Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::mak
     if (j.type == nullptr) fail(MPI_ERR_TYPE, "batch job without a type");
     check_args(j.origin, j.count, *j.type, j.packed);
     if (j.count == 0 || j.type->size() == 0) continue;
-    HostPlan hp = plan_for(*j.type, j.count, device);
+    PlanHead hp = plan_for(*j.type, j.count, device);
     if (hp.contiguous) {
       // One run: a strided plan of one block with no dimensions.
       detail::Shape s;
