@@ -12,7 +12,8 @@ def main():
     ap.add_argument("bench")
     ap.add_argument("torch", nargs="?")
     ap.add_argument("--png", default=None)
-    ap.add_argument("--flat", default=None, help="bench JSON of the flat kernel (FERRY_GPU_ROWS=0)")
+    ap.add_argument("--alt", default=None,
+                    help="bench JSON of an alternative run (--large-only), shown as its own column")
     args = ap.parse_args()
     data = json.load(open(args.bench))
     rows = list(data["results"])
@@ -26,11 +27,11 @@ def main():
     for r in rows:
         t[(r["group"], r["name"])][r["method"]] = r["seconds"]
         meta[(r["group"], r["name"])] = r
-    if args.flat:
+    if args.alt:
         try:
-            for r in json.load(open(args.flat))["results"]:
+            for r in json.load(open(args.alt))["results"]:
                 if r["method"] == "ferry_pack":
-                    t[(r["group"], r["name"])]["ferry_pack_flat"] = r["seconds"]
+                    t[(r["group"], r["name"])]["ferry_pack_alt"] = r["seconds"]
         except (OSError, ValueError):
             pass
     gbs = lambda key, m: meta[key]["bytes"] / t[key][m] / 1e9 if m in t[key] else float("nan")
@@ -69,7 +70,7 @@ def main():
 
     print(f"\ndevice {data['device']}, device-to-device copy {data['copy_rate_Bps'] / 1e9:.0f} GB/s (r+w)")
     print(f"{'case':<22}{'ferry GB/s':>11}{'unpack':>9}{'%roof':>7}{'x torch':>9}{'x hand':>8}"
-          f"{'x 2D/3D':>9}{'flat GB/s':>10}")
+          f"{'x 2D/3D':>9}{'alt GB/s':>10}")
     for key in sorted(t, key=lambda k: (k[0], meta[k]["bytes"], meta[k]["block"])):
         g, name = key
         if g == "2d" and meta[key]["bytes"] < 16 << 20:
@@ -86,8 +87,11 @@ def main():
               f"{m['torch_copy'] / fp if 'torch_copy' in m else float('nan'):>9.2f}"
               f"{m['hand_kernel'] / fp if 'hand_kernel' in m else float('nan'):>8.2f}"
               f"{cp / fp if cp else float('nan'):>9.2f}"
-              f"{meta[key]['bytes'] / m['ferry_pack_flat'] / 1e9 if 'ferry_pack_flat' in m else float('nan'):>10.0f}")
+              f"{meta[key]['bytes'] / m['ferry_pack_alt'] / 1e9 if 'ferry_pack_alt' in m else float('nan'):>10.0f}")
     for key in t:
+        if key[0] == "overhead":
+            for m, v in t[key].items():
+                print(f"host cost, {key[1]}: {m} {v * 1e6:.2f} us")
         if key[0] == "batch":
             m = t[key]
             face = t.get(("face", "-X"), {}).get("ferry_pack")

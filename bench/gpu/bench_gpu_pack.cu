@@ -147,6 +147,7 @@ __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst,
 }
 
 bool large_only = false;
+int l2_fetch = 0;
 
 void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
   const i64 all_sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
@@ -399,11 +400,18 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--large-only")) large_only = true;
+    if (!std::strcmp(argv[i], "--l2-fetch") && i + 1 < argc) l2_fetch = std::atoi(argv[++i]);
   }
   if (!ferry::gpu::available()) {
     std::printf("no GPU: nothing to measure\n");
     MPI_Finalize();
     return 0;
+  }
+  if (l2_fetch > 0) {  // an experiment: the L2's fetch granularity for sparse sector reads
+    CK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, static_cast<std::size_t>(l2_fetch)));
+    std::size_t v = 0;
+    CK(cudaDeviceGetLimit(&v, cudaLimitMaxL2FetchGranularity));
+    std::printf("L2 fetch granularity set to %zu B\n", v);
   }
   Timer tm;
   measure_copy_rate(tm);

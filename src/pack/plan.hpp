@@ -62,22 +62,37 @@ FERRY_HD Idx divide(Idx n, std::int64_t d, const FastDiv& f) {
   }
 }
 
-// A strided shape: contiguous blocks of `bytes`, repeated over nd dimensions (innermost first).
-struct Shape {
+// A strided shape: contiguous blocks of `bytes`, repeated over nd <= N dimensions (innermost
+// first). Kernels for 1-3 dimensions take a ShapeN of just that size, so their arguments stay small
+// (a launch copies them); everything else uses Shape.
+template <int N>
+struct ShapeN {
   std::int64_t bytes = 0;
   int nd = 0;
-  std::int64_t count[kMaxDims] = {};
-  std::int64_t stride[kMaxDims] = {};  // bytes
-  FastDiv fwords[kWordSizes];          // divides by bytes >> lw (32-bit plans only)
-  FastDiv fcount[kMaxDims];
+  std::int64_t count[N] = {};
+  std::int64_t stride[N] = {};  // bytes
+  FastDiv fwords[kWordSizes];   // divides by bytes >> lw (32-bit plans only)
+  FastDiv fcount[N];
+
+  ShapeN() = default;
+  template <int M>
+  explicit ShapeN(const ShapeN<M>& o) : bytes(o.bytes), nd(o.nd < N ? o.nd : N) {
+    for (int i = 0; i < kWordSizes; ++i) fwords[i] = o.fwords[i];
+    for (int d = 0; d < nd; ++d) {
+      count[d] = o.count[d];
+      stride[d] = o.stride[d];
+      fcount[d] = o.fcount[d];
+    }
+  }
 };
+using Shape = ShapeN<kMaxDims>;
 
 // Byte offset of block number `block` of a shape (mixed radix over its dimensions). ND is the
 // number of dimensions when known at compile time, else -1; either way the loop unrolls, so the
 // shape's arrays are only ever indexed by constants (no local-memory copy of kernel parameters).
-template <class Idx, int ND>
-FERRY_HD std::int64_t dims_offset(const Shape& s, Idx block) {
-  constexpr int kLoop = ND >= 0 ? ND : kMaxDims;
+template <class Idx, int ND, int N>
+FERRY_HD std::int64_t dims_offset(const ShapeN<N>& s, Idx block) {
+  constexpr int kLoop = ND >= 0 ? ND : N;
   const int nd = ND >= 0 ? ND : s.nd;
   std::int64_t off = 0;
 #if defined(__CUDA_ARCH__)
@@ -94,8 +109,8 @@ FERRY_HD std::int64_t dims_offset(const Shape& s, Idx block) {
 }
 
 // Byte offset (from the shape's origin) of word p, words being 1 << LW bytes.
-template <class Idx, int LW, int ND>
-FERRY_HD std::int64_t shape_offset(const Shape& s, Idx p) {
+template <class Idx, int LW, int ND, int N>
+FERRY_HD std::int64_t shape_offset(const ShapeN<N>& s, Idx p) {
   std::int64_t words = s.bytes >> LW;
   Idx block = divide<Idx>(p, words, s.fwords[LW]);
   Idx word = p - block * static_cast<Idx>(words);
@@ -124,9 +139,19 @@ struct Plan {
   int npieces = 0;
 };
 
+// The strided form alone, with room for N dimensions: the kernel argument of 1-3-D launches.
+template <int N>
+struct StridedPlan {
+  std::int64_t total = 0;
+  std::int64_t start = 0;
+  ShapeN<N> shape;
+  StridedPlan() = default;
+  explicit StridedPlan(const Plan& pl) : total(pl.total), start(pl.start), shape(pl.shape) {}
+};
+
 // Byte offset from the origin of packed word p of the strided form.
-template <class Idx, int LW, int ND>
-FERRY_HD std::int64_t strided_offset(const Plan& pl, Idx p) {
+template <class Idx, int LW, int ND, class P>
+FERRY_HD std::int64_t strided_offset(const P& pl, Idx p) {
   return pl.start + shape_offset<Idx, LW, ND>(pl.shape, p);
 }
 

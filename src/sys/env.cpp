@@ -20,10 +20,6 @@ bool debug_sync() {
   static const bool v = read("FERRY_DEBUG_SYNC", 0) != 0;
   return v;
 }
-bool gpu_rows() {
-  static const bool v = read("FERRY_GPU_ROWS", 1) != 0;
-  return v;
-}
 int gpu_threads() {
   static const int v = static_cast<int>(read("FERRY_GPU_THREADS", 0));
   return v;

@@ -10,8 +10,5 @@ namespace ferry::detail::env {
 bool debug_sync();
 // FERRY_GPU_THREADS (0 = tuning table): threads per block of the pack kernels, for tuning runs.
 int gpu_threads();
-// FERRY_GPU_ROWS (1): strided shapes with blocks of 8 words or more use the row kernel (a group of
-// threads per block); 0 forces the flat kernel (one thread per word), for comparisons.
-bool gpu_rows();
 
 }  // namespace ferry::detail::env

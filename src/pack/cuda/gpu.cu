@@ -148,46 +148,22 @@ void check_args(const void* origin, i64 count, const Type& type, const void* pac
                          "reach; use device memory or mapped pinned host memory");
 }
 
-// Threads per row for the rows kernel (log2), or -1 to use the flat kernel: blocks of at least 8
-// words get a group of up to 32 threads each.
-int rows_lg(const Plan& pl, int lw) {
-  if (!detail::env::gpu_rows()) return -1;
-  const i64 words = pl.shape.bytes >> lw;
-  if (words < 8) return -1;
-  int lg = 3;
-  while (lg < 5 && (i64{2} << lg) <= words) ++lg;
-  return lg;
-}
-
-template <class Idx, int LW, bool Pack>
-void launch_rows(const Plan& pl, char* mem, char* packed, int lg, const DeviceInfo& info,
-                 cudaStream_t s) {
-  const i64 rows = pl.total / (pl.shape.bytes >> LW);
-  const i64 tile = i64{info.policy.threads} * detail::kUnroll >> lg;  // rows per block per trip
-  const int grid = static_cast<int>(std::max<i64>(
-      1, std::min<i64>((rows + tile - 1) / tile, i64{info.sms} * info.policy.blocks_per_sm)));
-  const int t = info.policy.threads;
-  switch (pl.shape.nd) {
-    case 1: detail::rows_kernel<Idx, LW, 1, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
-    case 2: detail::rows_kernel<Idx, LW, 2, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
-    case 3: detail::rows_kernel<Idx, LW, 3, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg); break;
-    default: detail::rows_kernel<Idx, LW, -1, Pack><<<grid, t, 0, s>>>(pl, mem, packed, lg);
-  }
-}
-
 template <class Idx, int LW, bool Pack>
 void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threads,
                     cudaStream_t s) {
-  const int lg = rows_lg(pl, LW);
-  if (lg >= 0) {
-    launch_rows<Idx, LW, Pack>(pl, mem, packed, lg, device_info(current_device()), s);
-    return;
-  }
+  using detail::StridedPlan;
+  using detail::strided_kernel;
   switch (pl.shape.nd) {
-    case 1: detail::strided_kernel<Idx, LW, 1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
-    case 2: detail::strided_kernel<Idx, LW, 2, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
-    case 3: detail::strided_kernel<Idx, LW, 3, Pack><<<grid, threads, 0, s>>>(pl, mem, packed); break;
-    default: detail::strided_kernel<Idx, LW, -1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed);
+    case 1:
+      strided_kernel<Idx, LW, 1, Pack><<<grid, threads, 0, s>>>(StridedPlan<1>(pl), mem, packed);
+      break;
+    case 2:
+      strided_kernel<Idx, LW, 2, Pack><<<grid, threads, 0, s>>>(StridedPlan<2>(pl), mem, packed);
+      break;
+    case 3:
+      strided_kernel<Idx, LW, 3, Pack><<<grid, threads, 0, s>>>(StridedPlan<3>(pl), mem, packed);
+      break;
+    default: strided_kernel<Idx, LW, -1, Pack><<<grid, threads, 0, s>>>(pl, mem, packed);
   }
 }
 

@@ -38,7 +38,8 @@ struct WordOf<4> {
 // Offset functors: the strided form with ND known, or the general form.
 template <class Idx, int LW, int ND>
 struct StridedAt {
-  __device__ __forceinline__ std::int64_t operator()(const Plan& pl, Idx p) const {
+  template <class P>
+  __device__ __forceinline__ std::int64_t operator()(const P& pl, Idx p) const {
     return strided_offset<Idx, LW, ND>(pl, p);
   }
 };
@@ -51,8 +52,8 @@ struct GeneralAt {
 
 // Moves words p = first + k*step (k = 0, 1, ...) below n; `block`/`nblocks` number this block
 // among those sharing the job.
-template <class Idx, int LW, bool Pack, class At>
-__device__ __forceinline__ void move_words(const Plan& pl, char* __restrict__ mem,
+template <class Idx, int LW, bool Pack, class At, class P>
+__device__ __forceinline__ void move_words(const P& pl, char* __restrict__ mem,
                                            char* __restrict__ packed, Idx block, Idx nblocks) {
   using Word = typename WordOf<LW>::type;
   const Idx n = static_cast<Idx>(pl.total);
@@ -81,51 +82,10 @@ __device__ __forceinline__ void move_words(const Plan& pl, char* __restrict__ me
   }
 }
 
-template <class Idx, int LW, int ND, bool Pack>
-__global__ void strided_kernel(const Plan pl, char* mem, char* packed) {
+// Strided shapes of ND = 1..3 dimensions take a StridedPlan<ND>; others (ND = -1) the whole Plan.
+template <class Idx, int LW, int ND, bool Pack, class P>
+__global__ void strided_kernel(const P pl, char* mem, char* packed) {
   move_words<Idx, LW, Pack, StridedAt<Idx, LW, ND>>(pl, mem, packed, blockIdx.x, gridDim.x);
-}
-
-// Strided shapes with long blocks: groups of 2^lg threads copy one block (row) at a time, so the
-// row's address is worked out once per row instead of once per word; each thread keeps kUnroll
-// rows in flight.
-template <class Idx, int LW, int ND, bool Pack>
-__global__ void rows_kernel(const Plan pl, char* __restrict__ mem, char* __restrict__ packed,
-                            int lg) {
-  using Word = typename WordOf<LW>::type;
-  const Idx words = static_cast<Idx>(pl.shape.bytes >> LW);
-  const Idx rows = divide<Idx>(static_cast<Idx>(pl.total), pl.shape.bytes >> LW,
-                               pl.shape.fwords[LW]);
-  const Idx lane = threadIdx.x & ((1u << lg) - 1);
-  const Idx group = (static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x) >> lg;
-  const Idx ngroups = (static_cast<Idx>(gridDim.x) * blockDim.x) >> lg;
-  Word* pk = reinterpret_cast<Word*>(packed);
-  for (Idx r0 = group; r0 < rows; r0 += ngroups * kUnroll) {
-    std::int64_t base[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const Idx r = r0 + static_cast<Idx>(u) * ngroups;
-      base[u] = r < rows ? pl.start + dims_offset<Idx, ND>(pl.shape, r) : 0;
-    }
-    for (Idx w = lane; w < words; w += Idx{1} << lg) {
-      Word v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const Idx r = r0 + static_cast<Idx>(u) * ngroups;
-        if (r < rows)
-          v[u] = Pack ? *reinterpret_cast<const Word*>(mem + base[u] + (static_cast<std::int64_t>(w) << LW))
-                      : pk[r * words + w];
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const Idx r = r0 + static_cast<Idx>(u) * ngroups;
-        if (r < rows) {
-          if (Pack) pk[r * words + w] = v[u];
-          else *reinterpret_cast<Word*>(mem + base[u] + (static_cast<std::int64_t>(w) << LW)) = v[u];
-        }
-      }
-    }
-  }
 }
 
 template <class Idx, int LW, bool Pack>
