@@ -103,17 +103,24 @@ TEST_F(GpuPack, RandomTypesMatchTheCpuEngine) {
   const int n = env_int("FERRY_GPU_TYPES", 2000);
   const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 555;
   std::mt19937_64 rng(base);
+  int mpi_agrees = 0, mpi_deviates = 0;
   for (int i = 0; i < n; ++i) {
     Case c = make_case(base + static_cast<std::uint64_t>(i), rng);
     ASSERT_LE(static_cast<i64>(c.host.size()), kMem);
     ASSERT_LE(c.size + kGuard + 16, kPacked);
     CUDA_OK(cudaMemcpy(buf->dev_mem, c.host.data(), c.host.size(), cudaMemcpyHostToDevice));
-    if (c.count == 1) {  // the system MPI agrees on one element
+    if (c.count == 1) {
+      // The CPU engine's bytes are the standard's type map (the generator's own reference), and
+      // the system MPI's where Open MPI follows the standard (test_random_types lists where not).
+      std::vector<char> standard;
+      for (i64 off : c.rt.map) standard.push_back(c.host[static_cast<std::size_t>(c.origin + off)]);
+      ASSERT_TRUE(standard == c.ref) << what(c);
       std::vector<char> mpi(static_cast<std::size_t>(c.size) + 1);
       int pos = 0;
       MPI_Pack(c.host.data() + c.origin, 1, c.t, mpi.data(), static_cast<int>(mpi.size()), &pos,
                MPI_COMM_WORLD);
-      ASSERT_TRUE(std::equal(c.ref.begin(), c.ref.end(), mpi.begin())) << what(c);
+      if (std::equal(c.ref.begin(), c.ref.end(), mpi.begin())) ++mpi_agrees;
+      else ++mpi_deviates;
     }
     for (i64 at : {i64{0}, i64{3}}) {  // 3: a misaligned destination forces narrow words
       CUDA_OK(cudaMemset(buf->dev_packed, 0x5A, static_cast<std::size_t>(c.size + kGuard + at)));
@@ -153,6 +160,9 @@ TEST_F(GpuPack, RandomTypesMatchTheCpuEngine) {
     ASSERT_TRUE(got == want) << "unpack from mapped\n" << what(c);
     if (!c.rt.named) MPI_Type_free(&c.t);
   }
+  std::printf("single elements: MPI_Pack agrees %d times, deviates from the standard %d times\n",
+              mpi_agrees, mpi_deviates);
+  EXPECT_GT(mpi_agrees, 10 * mpi_deviates);
 }
 
 // Groups of random types packed by one launch each, then unpacked by one launch.

@@ -12,10 +12,14 @@
 // run (fixed-size word moves for runs of 1..16 bytes); the general form walks the canonical tree
 // once per element with one copy per contiguous run.
 //
-// Errors (ferry::Error with the MPI class): negative count -> MPI_ERR_COUNT; null buffer with data
-// to move -> MPI_ERR_BUFFER; negative position or size -> MPI_ERR_ARG; output too small (pack) or
-// input exhausted (unpack) -> MPI_ERR_TRUNCATE; sizes that overflow -> MPI_ERR_COUNT. On error
-// nothing is written and position is unchanged.
+// A null user buffer (inbuf of pack, outbuf of unpack) is MPI_BOTTOM: the type's displacements are
+// absolute addresses.
+//
+// Errors (ferry::Error with the MPI class, as Open MPI answers where it answers at all): null packed
+// buffer or position, negative position or size -> MPI_ERR_ARG; negative count -> MPI_ERR_COUNT;
+// null user buffer whose type is not absolute -> MPI_ERR_BUFFER; output too small (pack) or input
+// exhausted (unpack) -> MPI_ERR_TRUNCATE; sizes that overflow -> MPI_ERR_COUNT. On error nothing is
+// written and position is unchanged.
 #pragma once
 
 #include <ferry/type.hpp>

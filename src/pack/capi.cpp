@@ -56,11 +56,17 @@ int ferry_pack_size(int incount, MPI_Datatype datatype, int* size) {
   });
 }
 
+// Arguments are checked in the order Open MPI checks them, so that a call with several bad
+// arguments gets the same class: the packed buffer and position, the count, the sizes, then the
+// datatype; truncation last.
 int ferry_pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
                int* position) {
   return guarded([&] {
-    auto type = ferry::lookup(datatype);
+    if (outbuf == nullptr) ferry::detail::fail(MPI_ERR_ARG, "output buffer is null");
     if (position == nullptr) ferry::detail::fail(MPI_ERR_ARG, "position is a null pointer");
+    if (incount < 0) ferry::detail::fail(MPI_ERR_COUNT, "negative count: " + std::to_string(incount));
+    if (outsize < 0) ferry::detail::fail(MPI_ERR_ARG, "negative output size: " + std::to_string(outsize));
+    auto type = ferry::lookup(datatype);
     ferry::i64 pos = *position;
     ferry::pack(inbuf, incount, *type, outbuf, outsize, &pos);
     *position = static_cast<int>(pos);  // pos <= outsize, an int
@@ -70,8 +76,10 @@ int ferry_pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outb
 int ferry_unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                  MPI_Datatype datatype) {
   return guarded([&] {
-    auto type = ferry::lookup(datatype);
+    if (inbuf == nullptr) ferry::detail::fail(MPI_ERR_ARG, "input buffer is null");
     if (position == nullptr) ferry::detail::fail(MPI_ERR_ARG, "position is a null pointer");
+    if (outcount < 0) ferry::detail::fail(MPI_ERR_COUNT, "negative count: " + std::to_string(outcount));
+    auto type = ferry::lookup(datatype);
     ferry::i64 pos = *position;
     ferry::unpack(inbuf, insize, &pos, outbuf, outcount, *type);
     *position = static_cast<int>(pos);

@@ -17,12 +17,13 @@ void check_count(i64 count) {
   if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
 }
 
-// Checks the packed buffer's window [*position, *position + bytes) against its size.
+// Checks the packed buffer's window [*position, *position + bytes) against its size. A null packed
+// buffer is MPI_ERR_ARG whatever the count, as Open MPI answers.
 void check_window(const void* buf, i64 size, const i64* position, i64 bytes, const char* what) {
+  if (buf == nullptr) fail(MPI_ERR_ARG, std::string(what) + " buffer is null");
   if (position == nullptr) fail(MPI_ERR_ARG, "position is a null pointer");
   if (size < 0) fail(MPI_ERR_ARG, std::string("negative ") + what + " size");
   if (*position < 0) fail(MPI_ERR_ARG, "negative position: " + std::to_string(*position));
-  if (bytes > 0 && buf == nullptr) fail(MPI_ERR_BUFFER, std::string(what) + " buffer is null");
   if (*position > size || bytes > size - *position)
     fail(MPI_ERR_TRUNCATE, std::string(what) + " buffer too small: " + std::to_string(bytes) +
                                " bytes needed at position " + std::to_string(*position) +
@@ -38,6 +39,15 @@ bool on_gpu(const void* origin, i64 count, const Type& type, const void* packed)
          gpu::memory_of(packed) != gpu::Memory::host;
 }
 
+// A null user buffer is MPI_BOTTOM: the datatype's displacements are absolute addresses
+// (MPI_Get_address). Data that would then sit in the first page cannot be real.
+void check_data(const void* buf, i64 count, const Type& type, const char* what) {
+  if (buf != nullptr || count == 0 || type.size() == 0) return;
+  if (type.data_lb(count) < 4096)
+    fail(MPI_ERR_BUFFER, std::string(what) + " buffer is null (MPI_BOTTOM) but the datatype's "
+                         "displacements are not absolute addresses");
+}
+
 }  // namespace
 
 i64 pack_size(i64 count, const Type& type) {
@@ -47,9 +57,10 @@ i64 pack_size(i64 count, const Type& type) {
 
 void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outsize,
           i64* position) {
+  check_window(outbuf, outsize, position, 0, "output");  // Open MPI's order: these before count
   i64 bytes = pack_size(count, type);
   check_window(outbuf, outsize, position, bytes, "output");
-  if (bytes > 0 && inbuf == nullptr) fail(MPI_ERR_BUFFER, "input buffer is null");
+  check_data(inbuf, count, type, "input");
   char* out = static_cast<char*>(outbuf) + *position;
   if (on_gpu(inbuf, count, type, out)) gpu::pack(inbuf, count, type, out);
   else detail::cpu_pack(static_cast<const char*>(inbuf), count, type, out);
@@ -58,9 +69,11 @@ void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outs
 
 void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 count,
             const Type& type) {
+  if (inbuf == nullptr) fail(MPI_ERR_ARG, "input buffer is null");
+  if (position == nullptr) fail(MPI_ERR_ARG, "position is a null pointer");
   i64 bytes = pack_size(count, type);
   check_window(inbuf, insize, position, bytes, "input");
-  if (bytes > 0 && outbuf == nullptr) fail(MPI_ERR_BUFFER, "output buffer is null");
+  check_data(outbuf, count, type, "output");
   const char* in = static_cast<const char*>(inbuf) + *position;
   if (on_gpu(outbuf, count, type, in)) gpu::unpack(in, outbuf, count, type);
   else detail::cpu_unpack(in, static_cast<char*>(outbuf), count, type);

@@ -124,17 +124,34 @@ class Pass {
     return false;
   }
 
+  // The smallest k < size (k dividing size) such that run i + k is run i moved by one constant
+  // step, or 0.
+  static std::size_t period(const std::vector<Run>& runs) {
+    const std::size_t n = runs.size();
+    for (std::size_t k = 1; k <= n / 2; ++k) {
+      if (n % k) continue;
+      const i64 step = runs[k].disp - runs[0].disp;
+      bool ok = true;
+      for (std::size_t i = k; i < n && ok; ++i) {
+        const Run& a = runs[i - k];
+        const Run& b = runs[i];
+        ok = b.disp - a.disp == step && a.reps == b.reps && a.step == b.step && equal(a.unit, b.unit);
+      }
+      if (ok) return k;
+    }
+    return 0;
+  }
+
   NodePtr rewrite_blocks(const NodePtr& n) {
     bool local_change = false;
-    std::vector<Run> runs;
-    runs.reserve(n->entries.size());
-    // Appends one child at absolute displacement `disp`, its own offset hoisted into `disp`.
-    auto push = [&](i64 disp, const NodePtr& c) {
+    // The entries, small Blocks children spliced in, each child's offset hoisted into its
+    // displacement.
+    std::vector<Run> raw;
+    raw.reserve(n->entries.size());
+    auto add = [&](i64 disp, const NodePtr& c) {
       if (c->off != 0) local_change = true;
-      Run r{checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement"),
-            c->off ? shifted(c, -c->off) : c, 1, 0};
-      if (!runs.empty() && merge(runs.back(), r)) local_change = true;
-      else runs.push_back(std::move(r));
+      raw.push_back({checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement"),
+                     c->off ? shifted(c, -c->off) : c, 1, 0});
     };
     for (const Entry& e : n->entries) {
       NodePtr c = visit(e.child);
@@ -148,16 +165,39 @@ class Pass {
         local_change = true;
         i64 base = checked_add(disp, c->off, MPI_ERR_TYPE, "datatype displacement");
         for (const Entry& ce : c->entries)
-          push(checked_add(base, ce.disp, MPI_ERR_TYPE, "datatype displacement"), ce.child);
+          add(checked_add(base, ce.disp, MPI_ERR_TYPE, "datatype displacement"), ce.child);
         continue;
       }
-      push(disp, c);
+      add(disp, c);
     }
-    if (runs.empty()) return empty();
+    if (raw.empty()) return empty();
     auto node_of = [](const Run& r) {
       return r.reps == 1 ? r.unit : make_stream(0, r.reps, r.step, r.unit);
     };
+    // The whole list repeats a group of k entries at a constant step: a Stream of the group. Tried
+    // before merging, so that blocks merging across the seam between two copies (struct{T, T})
+    // cannot hide the repetition; tried again after merging for groups that only repeat once
+    // their blocks are merged.
+    auto as_stream = [&](const std::vector<Run>& runs, std::size_t k) {
+      NodePtr group = runs[0].unit;
+      if (k > 1 || runs[0].reps > 1) {
+        std::vector<Entry> es;
+        for (std::size_t i = 0; i < k; ++i) es.push_back({runs[i].disp - runs[0].disp, node_of(runs[i])});
+        group = k > 1 ? make_blocks(std::move(es)) : es[0].child;
+      }
+      return make_stream(runs[0].disp, static_cast<i64>(runs.size() / k),
+                         runs[k].disp - runs[0].disp, group);
+    };
+    if (raw.size() > 1)
+      if (std::size_t k = period(raw); k) return as_stream(raw, k);
+    std::vector<Run> runs;
+    runs.reserve(raw.size());
+    for (Run& r : raw) {
+      if (!runs.empty() && merge(runs.back(), r)) local_change = true;
+      else runs.push_back(std::move(r));
+    }
     if (runs.size() == 1) return shifted(node_of(runs[0]), runs[0].disp);
+    if (std::size_t k = period(runs); k) return as_stream(runs, k);
     // Canonical Blocks: the first entry at displacement 0, the rest relative to it; the base
     // offset sits in the node so that a parent Stream can hoist it.
     i64 base = runs[0].disp;
@@ -167,6 +207,7 @@ class Pass {
     for (const Run& r : runs) es.push_back({r.disp - base, node_of(r)});
     return make_blocks(std::move(es), base);
   }
+
 };
 
 }  // namespace
