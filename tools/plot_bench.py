@@ -10,7 +10,7 @@ bench_pack_cpu: one row per case with Ferry and MPI throughput (GB/s = 1e9 bytes
 second) for pack and unpack and the ratio Ferry / MPI; cases where Ferry is slower than MPI are
 listed at the end (ratio < 1, marked with '<'). --matrix adds the ratio as an object size x block
 size matrix for the 2D cases.
-bench_commit: one row per datatype with the time of each step in microseconds.
+bench_commit: one row per datatype with the (CPU) time of each step in microseconds.
 
 --plot DIR writes PNG plots of the 2D cases if matplotlib is installed (skipped with a note if not).
 Only the standard library is needed otherwise.
@@ -51,8 +51,8 @@ def load(paths):
             runs.setdefault(name, []).append(b)
     # The coefficient of variation of the repetitions (of the time), for judging noise.
     for name, m in medians.items():
-        if name in cvs and "real_time" in cvs[name]:
-            m["cv"] = cvs[name]["real_time"]
+        if name in cvs and "cpu_time" in cvs[name]:
+            m["cv"] = cvs[name]["cpu_time"]
     out = OrderedDict()
     for name, rs in runs.items():
         if name in medians:
@@ -88,7 +88,7 @@ def to_us(e):
     if e is None or e.get("error_occurred"):
         return None
     scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[e.get("time_unit", "ns")]
-    return e["real_time"] * scale
+    return e["cpu_time"] * scale
 
 
 def fmt(x, digits=2):
@@ -132,6 +132,20 @@ def ratio_str(f, m, markdown):
     return s, r
 
 
+HALO_ORDER = ["-X", "-Y", "-Z", "-Z_planes"]
+
+
+def case_key(case):
+    """Sort order of pack cases (runs may be randomly interleaved): 2D by size then block, halos."""
+    if case.startswith("2d/"):
+        kv = dict(p.split("=") for p in case.split("/")[1:])
+        return (0, int(kv["obj"]), int(kv["blk"]), "")
+    if case.startswith("halo/"):
+        face = case[len("halo/"):]
+        return (1, HALO_ORDER.index(face) if face in HALO_ORDER else len(HALO_ORDER), 0, face)
+    return (2, 0, 0, case)
+
+
 def pack_report(entries, markdown, matrix):
     cases = OrderedDict()
     for name, e in entries.items():
@@ -142,6 +156,7 @@ def pack_report(entries, markdown, matrix):
         cases.setdefault(case, {})[(op, impl)] = e
     if not cases:
         return ""
+    cases = OrderedDict(sorted(cases.items(), key=lambda kv: case_key(kv[0])))
     capi = any(impl == "ferry_c" for c in cases.values() for (_, impl) in c)
     header = ["case", "bytes", "runs", "pack Ferry", "pack MPI", "ratio",
               "unpack Ferry", "unpack MPI", "ratio"]
@@ -307,6 +322,12 @@ def plot(entries, outdir):
         print("wrote", path)
 
 
+def as_markdown_lists(text):
+    """Indented detail lines become Markdown list items."""
+    return "\n".join("- " + line[2:] if line.startswith("  ") else line
+                     for line in text.split("\n"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
@@ -325,7 +346,7 @@ def main():
     for part in (commit_report(entries, args.markdown),
                  pack_report(entries, args.markdown, args.matrix)):
         if part:
-            print(part)
+            print(as_markdown_lists(part) if args.markdown else part)
     if args.plot:
         plot(entries, args.plot)
 
