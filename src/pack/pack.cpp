@@ -57,7 +57,8 @@ i64 pack_size(i64 count, const Type& type) {
 
 void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outsize,
           i64* position) {
-  check_window(outbuf, outsize, position, 0, "output");  // Open MPI's order: these before count
+  if (outbuf == nullptr) fail(MPI_ERR_ARG, "output buffer is null");  // Open MPI checks these first
+  if (position == nullptr) fail(MPI_ERR_ARG, "position is a null pointer");
   i64 bytes = pack_size(count, type);
   check_window(outbuf, outsize, position, bytes, "output");
   check_data(inbuf, count, type, "input");

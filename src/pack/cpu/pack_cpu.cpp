@@ -46,6 +46,8 @@ RowFn pick_rows(i64 b) {
     case 32: return rows_fixed<Pack, 32>;
     case 48: return rows_fixed<Pack, 48>;
     case 64: return rows_fixed<Pack, 64>;
+    case 128: return rows_fixed<Pack, 128>;
+    case 256: return rows_fixed<Pack, 256>;
     default: return rows_any<Pack>;
   }
 }
@@ -62,41 +64,55 @@ char* nest(char* mem, char* packed, const i64* counts, const i64* strides, int d
 
 template <bool Pack>
 void strided(char* origin, char* packed, i64 count, i64 extent, const StridedBlock& sb) {
-  // Dimensions of one element, then `count` as one more dimension (merged into the outermost one
-  // when the elements continue its stride).
+  const i64* c = sb.counts.data();
+  const i64* s = sb.strides.data();
+  const int nd = sb.ndims();
+  char* mem = origin + sb.start;
+  const i64 b = c[0];
+  const RowFn row = pick_rows<Pack>(b);
+  // The common shapes without the general loop nest: one block per element (count is the only
+  // dimension) and vectors (one dimension, with count folded in when it continues the stride).
+  if (nd == 1) {
+    row(mem, packed, count, extent, b);
+    return;
+  }
+  if (nd == 2) {
+    if (count == 1 || c[1] * s[1] == extent) {
+      row(mem, packed, c[1] * count, s[1], b);
+      return;
+    }
+    for (i64 e = 0; e < count; ++e, mem += extent) packed = row(mem, packed, c[1], s[1], b);
+    return;
+  }
+  // More dimensions: count becomes one more dimension (merged into the outermost one when the
+  // elements continue its stride), then one loop nest.
   constexpr int kMaxInline = 16;
-  i64 counts_buf[kMaxInline + 2] = {};
-  i64 strides_buf[kMaxInline + 2] = {};
+  i64 counts_buf[kMaxInline + 1];
+  i64 strides_buf[kMaxInline + 1];
   std::vector<i64> counts_vec, strides_vec;
   i64* counts = counts_buf;
   i64* strides = strides_buf;
-  int nd = sb.ndims();
   if (nd + 1 > kMaxInline) {
     counts_vec.resize(static_cast<std::size_t>(nd) + 1);
     strides_vec.resize(static_cast<std::size_t>(nd) + 1);
     counts = counts_vec.data();
     strides = strides_vec.data();
   }
+  int n = nd;
   for (int i = 0; i < nd; ++i) {
-    counts[i] = sb.counts[static_cast<std::size_t>(i)];
-    strides[i] = sb.strides[static_cast<std::size_t>(i)];
+    counts[i] = c[i];
+    strides[i] = s[i];
   }
   if (count > 1) {
-    if (nd > 1 && strides[nd - 1] * counts[nd - 1] == extent) {
-      counts[nd - 1] *= count;
+    if (strides[n - 1] * counts[n - 1] == extent) {
+      counts[n - 1] *= count;
     } else {
-      counts[nd] = count;
-      strides[nd] = extent;
-      ++nd;
+      counts[n] = count;
+      strides[n] = extent;
+      ++n;
     }
   }
-  char* mem = origin + sb.start;
-  const i64 b = counts[0];
-  if (nd == 1) {
-    move<Pack>(mem, packed, static_cast<std::size_t>(b));
-    return;
-  }
-  nest<Pack>(mem, packed, counts, strides, nd - 1, pick_rows<Pack>(b), b);
+  nest<Pack>(mem, packed, counts, strides, n - 1, row, b);
 }
 
 template <bool Pack>
