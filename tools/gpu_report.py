@@ -12,8 +12,8 @@ def main():
     ap.add_argument("bench")
     ap.add_argument("torch", nargs="?")
     ap.add_argument("--png", default=None)
-    ap.add_argument("--alt", default=None,
-                    help="bench JSON of an alternative run (--large-only), shown as its own column")
+    ap.add_argument("--alt", action="append", default=[],
+                    help="NAME=FILE: bench JSON of an alternative run, shown as a column NAME")
     args = ap.parse_args()
     data = json.load(open(args.bench))
     rows = list(data["results"])
@@ -27,11 +27,14 @@ def main():
     for r in rows:
         t[(r["group"], r["name"])][r["method"]] = r["seconds"]
         meta[(r["group"], r["name"])] = r
-    if args.alt:
+    alt_names = []
+    for spec in args.alt:
+        name, _, path = spec.partition("=")
         try:
-            for r in json.load(open(args.alt))["results"]:
+            for r in json.load(open(path))["results"]:
                 if r["method"] == "ferry_pack":
-                    t[(r["group"], r["name"])]["ferry_pack_alt"] = r["seconds"]
+                    t[(r["group"], r["name"])]["alt_" + name] = r["seconds"]
+            alt_names.append(name)
         except (OSError, ValueError):
             pass
     gbs = lambda key, m: meta[key]["bytes"] / t[key][m] / 1e9 if m in t[key] else float("nan")
@@ -70,7 +73,7 @@ def main():
 
     print(f"\ndevice {data['device']}, device-to-device copy {data['copy_rate_Bps'] / 1e9:.0f} GB/s (r+w)")
     print(f"{'case':<22}{'ferry GB/s':>11}{'unpack':>9}{'%roof':>7}{'x torch':>9}{'x hand':>8}"
-          f"{'x 2D/3D':>9}{'alt GB/s':>10}")
+          f"{'x 2D/3D':>9}" + "".join(f"{n + ' GB/s':>10}" for n in alt_names))
     for key in sorted(t, key=lambda k: (k[0], meta[k]["bytes"], meta[k]["block"])):
         g, name = key
         if g == "2d" and meta[key]["bytes"] < 16 << 20:
@@ -87,7 +90,8 @@ def main():
               f"{m['torch_copy'] / fp if 'torch_copy' in m else float('nan'):>9.2f}"
               f"{m['hand_kernel'] / fp if 'hand_kernel' in m else float('nan'):>8.2f}"
               f"{cp / fp if cp else float('nan'):>9.2f}"
-              f"{meta[key]['bytes'] / m['ferry_pack_alt'] / 1e9 if 'ferry_pack_alt' in m else float('nan'):>10.0f}")
+              + "".join(f"{meta[key]['bytes'] / m['alt_' + n] / 1e9 if 'alt_' + n in m else float('nan'):>10.0f}"
+                        for n in alt_names))
     for key in t:
         if key[0] == "overhead":
             for m, v in t[key].items():

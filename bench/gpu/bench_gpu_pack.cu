@@ -147,16 +147,19 @@ __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst,
 }
 
 bool large_only = false;
+bool tuning = false;  // launch-shape sweeps: 64 MiB 2-D cases and the faces only
 int l2_fetch = 0;
 
 void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
   const i64 all_sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
   std::vector<i64> sizes(std::begin(all_sizes), std::end(all_sizes));
   if (large_only) sizes = {16 << 20, 64 << 20};
+  if (tuning) sizes = {64 << 20};
   const i64 blocks[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
   for (i64 size : sizes)
     for (i64 block : blocks) {
       if (block > size) continue;
+      if (tuning && block != 8 && block != 64 && block != 256 && block != 4096) continue;
       const i64 pitch = block < 512 ? 512 : 2 * block;
       const i64 n = size / block;
       MPI_Datatype t;
@@ -167,7 +170,7 @@ void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
       auto up = [&] { ferry::gpu::unpack_async(packed, mem, 1, ty); };
       record("2d", name, "ferry_pack", size, block, tm.median(pk));
       record("2d", name, "ferry_unpack", size, block, tm.median(up));
-      if (large_only) continue;
+      if (large_only || tuning) continue;
       record("2d", name, "ferry_pack_mapped", size, block,
              tm.median([&] { ferry::gpu::pack_async(mem, 1, ty, host_pinned); }));
       const i64 w = block % 16 == 0 ? 16 : block % 8 == 0 ? 8 : block % 4 == 0 ? 4 : block % 2 == 0 ? 2 : 1;
@@ -400,6 +403,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--large-only")) large_only = true;
+    if (!std::strcmp(argv[i], "--tuning")) tuning = true;
     if (!std::strcmp(argv[i], "--l2-fetch") && i + 1 < argc) l2_fetch = std::atoi(argv[++i]);
   }
   if (!ferry::gpu::available()) {
@@ -422,7 +426,8 @@ int main(int argc, char** argv) {
   CK(cudaHostAlloc(&pinned, 256 << 20, cudaHostAllocMapped));
   CK(cudaMemset(packed, 0, 256 << 20));
   if (!quick) run_2d(tm, mem, packed, pinned);
-  if (!large_only) {
+  if (tuning) run_faces(tm, packed);
+  if (!large_only && !tuning) {
     run_overhead(packed);
     run_faces(tm, packed);
     run_batch(tm);
