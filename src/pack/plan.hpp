@@ -155,33 +155,20 @@ FERRY_HD std::int64_t strided_offset(const P& pl, Idx p) {
   return pl.start + shape_offset<Idx, LW, ND>(pl.shape, p);
 }
 
-// The last piece in [lo, hi] that starts at or before byte `rest` of an inner element.
-FERRY_HD int piece_at(const Plan& pl, std::int64_t rest, int lo, int hi) {
+// Byte offset from the origin of packed word p of the general form.
+template <class Idx, int LW>
+FERRY_HD std::int64_t general_offset(const Plan& pl, Idx p) {
+  std::int64_t inner_words = pl.outer.bytes >> LW;
+  Idx rep = divide<Idx>(p, inner_words, pl.outer.fwords[LW]);
+  std::int64_t rest = static_cast<std::int64_t>(p - rep * static_cast<Idx>(inner_words)) << LW;
+  std::int64_t off = pl.start + dims_offset<Idx, -1>(pl.outer, rep);
+  int lo = 0, hi = pl.npieces - 1;  // the last piece that starts at or before `rest`
   while (lo < hi) {
     int mid = (lo + hi + 1) >> 1;
     if (pl.pieces[mid].packed_byte <= rest) lo = mid;
     else hi = mid - 1;
   }
-  return lo;
-}
-
-// Packed word p of the general form: its repetition of the inner element, and the byte within it.
-template <class Idx, int LW>
-FERRY_HD Idx split_word(const Plan& pl, Idx p, std::int64_t* rest) {
-  const std::int64_t inner_words = pl.outer.bytes >> LW;
-  Idx rep = divide<Idx>(p, inner_words, pl.outer.fwords[LW]);
-  *rest = static_cast<std::int64_t>(p - rep * static_cast<Idx>(inner_words)) << LW;
-  return rep;
-}
-
-// Byte offset from the origin of packed word p of the general form; the piece holding it is
-// searched for in [lo, hi] (a window the caller may already know, else all pieces).
-template <class Idx, int LW>
-FERRY_HD std::int64_t general_offset(const Plan& pl, Idx p, int lo = 0, int hi = -1) {
-  std::int64_t rest;
-  const Idx rep = split_word<Idx, LW>(pl, p, &rest);
-  std::int64_t off = pl.start + dims_offset<Idx, -1>(pl.outer, rep);
-  const Piece& pc = pl.pieces[piece_at(pl, rest, lo, hi < 0 ? pl.npieces - 1 : hi)];
+  const Piece& pc = pl.pieces[lo];
   std::int64_t in = rest - pc.packed_byte;
   off += pc.mem_off;
   if (pc.shape < 0) return off + in;

@@ -35,41 +35,18 @@ struct WordOf<4> {
   using type = uint4;
 };
 
-// Offset functors: the strided form with ND known, or the general form. tile() is called by every
-// thread of the block at the start of each tile of packed words [first, end).
+// Offset functors: the strided form with ND known, or the general form.
 template <class Idx, int LW, int ND>
 struct StridedAt {
-  template <class P>
-  __device__ __forceinline__ void tile(const P&, Idx, Idx) {}
   template <class P>
   __device__ __forceinline__ std::int64_t operator()(const P& pl, Idx p) const {
     return strided_offset<Idx, LW, ND>(pl, p);
   }
 };
-
-// The general form searches the piece of each word; one thread first finds the pieces of the
-// tile's first and last word, so that the others search only between them (a tile of 1-4 K words
-// spans a few pieces, against log2 of all of them).
 template <class Idx, int LW>
 struct GeneralAt {
-  int lo = 0, hi = -1;
-  __device__ __forceinline__ void tile(const Plan& pl, Idx first, Idx end) {
-    __shared__ int window[2];
-    __syncthreads();  // everyone is done with the previous tile's window
-    if (threadIdx.x == 0) {
-      std::int64_t a, b;
-      const Idx ra = split_word<Idx, LW>(pl, first, &a);
-      const Idx rb = split_word<Idx, LW>(pl, end - 1, &b);
-      const int last = pl.npieces - 1;
-      window[0] = ra == rb ? piece_at(pl, a, 0, last) : 0;
-      window[1] = ra == rb ? piece_at(pl, b, window[0], last) : last;
-    }
-    __syncthreads();
-    lo = window[0];
-    hi = window[1];
-  }
   __device__ __forceinline__ std::int64_t operator()(const Plan& pl, Idx p) const {
-    return general_offset<Idx, LW>(pl, p, lo, hi);
+    return general_offset<Idx, LW>(pl, p);
   }
 };
 
@@ -83,10 +60,7 @@ __device__ __forceinline__ void move_words(const P& pl, char* __restrict__ mem,
   const Idx tile = static_cast<Idx>(blockDim.x) * kUnroll;
   Word* pk = reinterpret_cast<Word*>(packed);
   At at;
-  // The trip count is the same for every thread of the block (tile() may synchronize).
-  for (Idx first = block * tile; first < n; first += nblocks * tile) {
-    at.tile(pl, first, first + tile < n ? first + tile : n);
-    const Idx base = first + threadIdx.x;
+  for (Idx base = block * tile + threadIdx.x; base < n; base += nblocks * tile) {
     Word v[kUnroll];
     std::int64_t off[kUnroll];
 #pragma unroll

@@ -15,8 +15,13 @@ struct LaunchPolicy {
 constexpr int kUnroll = 4;
 
 inline LaunchPolicy launch_policy(int cc_major, int /*cc_minor*/) {
-  // sm_90 (H100, H200): 256 threads x 8 blocks/SM. Sweep in docs/performance.md ("GPU launch
-  // shape"), 64 MiB, 8-byte blocks at 512 B pitch and 24-byte halo faces.
+  // sm_90 (H200, 2026-11-22, tools/gpu-check; docs/performance.md "Launch shape"): threads per
+  // block 128 / 256 / 512, GB/s packed:
+  //   64 MiB, 8 B blocks     283 / 279 / 279      halo face -X  209 / 214 / 212
+  //   64 MiB, 64 B blocks   1318 / 1321 / 1374     halo face -Y  216 / 219 / 211
+  //   64 MiB, 256 B blocks  1641 / 1647 / 1705     halo face -Z  217 / 222 / 215
+  //   64 MiB, 4 KiB blocks  1623 / 1629 / 1637
+  // 256 is best on the launch-bound 1.5 MiB faces and within 4% of 512 on large objects.
   if (cc_major >= 9) return {256, 8};
   // Older parts: the same shape; not measured here.
   return {256, 8};
