@@ -20,6 +20,10 @@ bool debug_sync() {
   static const bool v = read("FERRY_DEBUG_SYNC", 0) != 0;
   return v;
 }
+int gpu_blocks_per_sm() {
+  static const int v = static_cast<int>(read("FERRY_GPU_BLOCKS_PER_SM", 0));
+  return v;
+}
 int gpu_threads() {
   static const int v = static_cast<int>(read("FERRY_GPU_THREADS", 0));
   return v;

@@ -10,5 +10,7 @@ namespace ferry::detail::env {
 bool debug_sync();
 // FERRY_GPU_THREADS (0 = tuning table): threads per block of the pack kernels, for tuning runs.
 int gpu_threads();
+// FERRY_GPU_BLOCKS_PER_SM (0 = tuning table): most blocks per multiprocessor a pack grid asks for.
+int gpu_blocks_per_sm();
 
 }  // namespace ferry::detail::env

@@ -54,6 +54,8 @@ const DeviceInfo& device_info(int device) {
     infos[device].sms = prop.multiProcessorCount;
     infos[device].policy = detail::launch_policy(prop.major, prop.minor);
     if (detail::env::gpu_threads() > 0) infos[device].policy.threads = detail::env::gpu_threads();
+    if (detail::env::gpu_blocks_per_sm() > 0)
+      infos[device].policy.blocks_per_sm = detail::env::gpu_blocks_per_sm();
   });
   return infos[device];
 }
