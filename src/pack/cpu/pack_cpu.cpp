@@ -46,8 +46,6 @@ RowFn pick_rows(i64 b) {
     case 32: return rows_fixed<Pack, 32>;
     case 48: return rows_fixed<Pack, 48>;
     case 64: return rows_fixed<Pack, 64>;
-    case 128: return rows_fixed<Pack, 128>;
-    case 256: return rows_fixed<Pack, 256>;
     default: return rows_any<Pack>;
   }
 }
