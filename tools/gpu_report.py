@@ -47,24 +47,22 @@ def main():
             fig, axes = plt.subplots(1, 2, figsize=(13, 5))
             methods = ["ferry_pack", "ferry_unpack", "hand_kernel", "memcpy2d", "torch_copy",
                        "memcpy_per_block", "roofline"]
+
+            def panel(ax, xs_all, key_of, xlabel, title):
+                for m in methods:
+                    xs = [x for x in xs_all if m in t[key_of(x)]]
+                    if xs:
+                        ax.plot(xs, [gbs(key_of(x), m) for x in xs], marker="o", label=m,
+                                linestyle="--" if m == "roofline" else "-")
+                ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="GB/s packed", title=title)
+                ax.legend(fontsize=8)
+
             big = sorted({meta[k]["block"] for k in t if k[0] == "2d" and meta[k]["bytes"] == 64 << 20})
-            for m in methods:
-                xs = [b for b in big if m in t[("2d", f"{64 << 20}B/{b}B")]]
-                ys = [gbs(("2d", f"{64 << 20}B/{b}B"), m) for b in xs]
-                if xs:
-                    axes[0].plot(xs, ys, marker="o", label=m, linestyle="--" if m == "roofline" else "-")
-            axes[0].set(xscale="log", yscale="log", xlabel="contiguous block (B)", ylabel="GB/s packed",
-                        title=f"2-D objects of 64 MiB, {data['device']}")
-            axes[0].legend(fontsize=8)
+            panel(axes[0], big, lambda b: ("2d", f"{64 << 20}B/{b}B"), "contiguous block (B)",
+                  f"2-D objects of 64 MiB, {data['device']}")
             sizes = sorted({meta[k]["bytes"] for k in t if k[0] == "2d" and meta[k]["block"] == 8})
-            for m in methods:
-                xs = [s for s in sizes if m in t[("2d", f"{s}B/8B")]]
-                ys = [gbs(("2d", f"{s}B/8B"), m) for s in xs]
-                if xs:
-                    axes[1].plot(xs, ys, marker="o", label=m, linestyle="--" if m == "roofline" else "-")
-            axes[1].set(xscale="log", yscale="log", xlabel="object size (B)", ylabel="GB/s packed",
-                        title="2-D objects, 8-byte blocks, 512 B pitch")
-            axes[1].legend(fontsize=8)
+            panel(axes[1], sizes, lambda s: ("2d", f"{s}B/8B"), "object size (B)",
+                  "2-D objects, 8-byte blocks, 512 B pitch")
             fig.tight_layout()
             fig.savefig(args.png, dpi=110)
             print(f"plot: {args.png}")
