@@ -140,15 +140,16 @@ void hand_launch_cost(char*) {
 
 __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst, int ex, int ey,
                        int ez, i64 sx, i64 sy) {
-  // One thread per 8-byte value: (x, y, z) of an ex*ey*ez box with row/plane strides sx, sy values.
-  int x = threadIdx.x + blockIdx.x * blockDim.x;
-  int y = blockIdx.y, z = blockIdx.z;
-  if (x < ex) dst[(i64{z} * ey + y) * ex + x] = src[z * sy + y * sx + x];
+  // What an application writes: one thread per 8-byte value of an ex*ey*ez box (row and plane
+  // strides sx, sy values), x, y and z from the flat index.
+  const i64 n = i64{ex} * ey * ez;
+  for (i64 i = threadIdx.x + i64{blockIdx.x} * blockDim.x; i < n; i += i64{gridDim.x} * blockDim.x) {
+    const int x = static_cast<int>(i % ex);
+    const i64 yz = i / ex;
+    const int y = static_cast<int>(yz % ey), z = static_cast<int>(yz / ey);
+    dst[i] = src[z * sy + y * sx + x];
+  }
 }
-
-bool large_only = false;
-bool tuning = false;  // launch-shape sweeps: 64 MiB 2-D cases and the faces only
-int l2_fetch = 0;
 
 void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
   const i64 all_sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
@@ -267,11 +268,10 @@ void run_faces(Timer& tm, char* packed) {
     record("face", f.name, "ferry_unpack", bytes, f.ex * 8,
            tm.median([&] { ferry::gpu::unpack_async(packed, grid, 1, ty); }, 100));
     const double* src = reinterpret_cast<const double*>(grid + r * Grid::plane + r * Grid::row + r * 8);
-    dim3 threads(static_cast<unsigned>(std::min(f.ex, 256)));
-    dim3 g(static_cast<unsigned>((f.ex + 255) / 256), static_cast<unsigned>(f.ey), static_cast<unsigned>(f.ez));
+    const auto g = static_cast<unsigned>((i64{f.ex} * f.ey * f.ez + 255) / 256);
     record("face", f.name, "hand_kernel", bytes, f.ex * 8, tm.median([&] {
-             hand3d<<<g, threads>>>(src, reinterpret_cast<double*>(packed), f.ex, f.ey, f.ez,
-                                    Grid::row / 8, Grid::plane / 8);
+             hand3d<<<g, 256>>>(src, reinterpret_cast<double*>(packed), f.ex, f.ey, f.ez,
+                                Grid::row / 8, Grid::plane / 8);
            }, 100));
     cudaMemcpy3DParms p{};
     p.srcPtr = make_cudaPitchedPtr(grid, Grid::row, Grid::row, Grid::e);
