@@ -151,6 +151,10 @@ __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst,
   }
 }
 
+bool large_only = false;
+bool tuning = false;  // launch-shape sweeps: 64 MiB 2-D cases and the faces only
+int l2_fetch = 0;
+
 void run_2d(Timer& tm, char* mem, char* packed, char* host_pinned) {
   const i64 all_sizes[] = {64, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20};
   std::vector<i64> sizes(std::begin(all_sizes), std::end(all_sizes));
