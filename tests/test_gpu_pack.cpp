@@ -230,6 +230,30 @@ TEST_F(GpuPack, BatchesMatchTheCpuEngine) {
   }
 }
 
+// A null user buffer is MPI_BOTTOM: absolute addresses, here of device memory.
+TEST_F(GpuPack, MpiBottomWithDeviceAddresses) {
+  std::vector<unsigned char> host(1024);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 7);
+  CUDA_OK(cudaMemcpy(buf->dev_mem, host.data(), host.size(), cudaMemcpyHostToDevice));
+  MPI_Aint a, b;
+  MPI_Get_address(buf->dev_mem + 64, &a);
+  MPI_Get_address(buf->dev_mem + 500, &b);
+  MPI_Aint disps[2] = {a, b};
+  MPI_Datatype t;
+  MPI_Type_create_hindexed_block(2, 8, disps, MPI_BYTE, &t);
+  MPI_Type_commit(&t);
+  ferry::Type ty = ferry::translate(t);
+  MPI_Type_free(&t);
+  std::vector<unsigned char> out(16);
+  i64 pos = 0;
+  ferry::pack(nullptr, 1, ty, out.data(), 16, &pos);
+  EXPECT_EQ(pos, 16);
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_EQ(out[static_cast<std::size_t>(k)], host[static_cast<std::size_t>(64 + k)]);
+    EXPECT_EQ(out[static_cast<std::size_t>(8 + k)], host[static_cast<std::size_t>(500 + k)]);
+  }
+}
+
 TEST_F(GpuPack, PageableBuffersAreRefusedAsync) {
   MPI_Datatype t;
   MPI_Type_vector(4, 1, 2, MPI_INT, &t);

@@ -100,6 +100,31 @@ TEST(Pack, MatchesMpiPackWithContinuingPositions) {
   }
 }
 
+// Types built on MPI_Type_create_f90_real are predefined: usable without a commit, and their
+// handles, returned by MPI_Type_get_contents, must not be freed by the translation.
+TEST(Pack, Fortran90TypesArePredefined) {
+  MPI_Datatype r, c;
+  ASSERT_EQ(MPI_Type_create_f90_real(6, MPI_UNDEFINED, &r), MPI_SUCCESS);
+  int size = 0;
+  EXPECT_EQ(ferry_pack_size(3, r, &size), MPI_SUCCESS) << ferry_error_string();
+  int mpi_size = 0;
+  MPI_Pack_size(3, r, MPI_COMM_WORLD, &mpi_size);
+  EXPECT_EQ(size, mpi_size);
+  MPI_Type_vector(4, 1, 2, r, &c);
+  MPI_Type_commit(&c);
+  ASSERT_EQ(ferry_type_commit(c), MPI_SUCCESS) << ferry_error_string();
+  std::vector<float> in(8);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  std::vector<char> mine(64), theirs(64);
+  int pm = 0, pt = 0;
+  ASSERT_EQ(ferry_pack(in.data(), 1, c, mine.data(), 64, &pm), MPI_SUCCESS);
+  MPI_Pack(in.data(), 1, c, theirs.data(), 64, &pt, MPI_COMM_WORLD);
+  EXPECT_EQ(pm, pt);
+  EXPECT_EQ(mine, theirs);
+  EXPECT_EQ(ferry_type_free(c), MPI_SUCCESS);
+  MPI_Type_free(&c);
+}
+
 TEST(Pack, CppApiRoundTripsAndReportsSizes) {
   MPI_Datatype t;
   MPI_Type_vector(100, 3, 7, MPI_DOUBLE, &t);

@@ -5,6 +5,7 @@
 #include <ferry/pack.hpp>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -31,6 +32,35 @@ TEST(FastDiv, MatchesDivisionBelow2To31) {
       ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
     }
   }
+}
+
+// Plans of 2^31 words or more need 64-bit indices, also when the type is dense and count makes it
+// long (a Batch runs such a plan through the kernel instead of cudaMemcpy).
+TEST(Plan, LongPlansUseWideIndices) {
+  for (ferry::i64 size : {1, 3, 4}) {
+    ferry::Type dense(ferry::make_dense(0, size), 0, size);
+    const ferry::i64 count = (ferry::i64{1} << 31) + 12345;
+    ferry::detail::PlanHead hp = ferry::detail::with_count(ferry::detail::build_plan(dense).head,
+                                                          dense, count);
+    ASSERT_TRUE(hp.wide) << "element size " << size;
+    ASSERT_EQ(hp.plan.shape.bytes, count * size);
+    const int lw = std::min(hp.max_lw, 2);
+    ferry::detail::set_word(hp, lw);
+    for (std::uint64_t p : {std::uint64_t{0}, std::uint64_t{1}, (std::uint64_t{1} << 31) + 3,
+                            static_cast<std::uint64_t>(hp.plan.total) - 1}) {
+      ferry::i64 off = lw == 2 ? ferry::detail::strided_offset<std::uint64_t, 2, -1>(hp.plan, p)
+                               : ferry::detail::strided_offset<std::uint64_t, 0, -1>(hp.plan, p);
+      EXPECT_EQ(off, static_cast<ferry::i64>(p) << lw) << "word " << p << ", element size " << size;
+    }
+  }
+  // A strided type whose count pushes it past 2^31 words.
+  MPI_Datatype t;
+  MPI_Type_vector(2, 1, 4, MPI_CHAR, &t);
+  MPI_Type_commit(&t);
+  ferry::Type v = ferry::translate(t);
+  MPI_Type_free(&t);
+  ferry::detail::HostPlan hp = ferry::detail::build_plan(v, ferry::i64{1} << 31);
+  EXPECT_TRUE(hp.head.wide);
 }
 
 int env_int(const char* name, int fallback) {

@@ -4,7 +4,9 @@
  * and leaves a message for ferry_error_string(). Derived datatypes must be committed through
  * ferry_type_commit() (the interposer does this inside MPI_Type_commit) before use and released
  * with ferry_type_free(); a type Ferry has not seen committed, or has seen freed, is MPI_ERR_TYPE.
- * Named types need no commit. All functions are thread-safe. */
+ * Named types need no commit. All functions are thread-safe; ferry_type_commit (and the first use
+ * of a named type) call MPI_Type_get_envelope/contents, so calling them from several threads at
+ * once needs MPI_THREAD_MULTIPLE. */
 #ifndef FERRY_FERRY_H
 #define FERRY_FERRY_H
 

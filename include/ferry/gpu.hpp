@@ -5,9 +5,11 @@
 // the bus). Work is asynchronous on the caller's stream; `done`, when given, is recorded after it.
 // Strided types run one kernel specialized on word size and dimensions, with the whole plan in
 // kernel arguments (no metadata in device memory); general types (indexed, struct, ...) run one
-// kernel over a per-type table of pieces uploaded once, one entry per distinct block. Contiguous
-// types are one cudaMemcpyAsync. A Batch packs many (buffer, count, type, destination) jobs in one
-// launch.
+// kernel over a per-type table of pieces uploaded once: streams above the irregular part (a vector
+// of an indexed type) stay dimensions, so the table has one entry per block of the irregular part;
+// streams *inside* it are unrolled into pieces (up to 4M pieces; beyond that the GPU engine refuses
+// the type with MPI_ERR_TYPE). Strided shapes have at most 16 dimensions. Contiguous types are one
+// cudaMemcpyAsync. A Batch packs many (buffer, count, type, destination) jobs in one launch.
 //
 // The header needs no CUDA headers: Stream and Event are cudaStream_t and cudaEvent_t.
 //

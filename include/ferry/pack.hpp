@@ -5,12 +5,12 @@
 // the same order. The packed bytes are the type map's bytes in order (MPI's native, homogeneous
 // representation): byte-for-byte what the system MPI's MPI_Pack writes on the same host.
 //
-// Buffers may be host or GPU memory: when either is GPU memory (and Ferry has a GPU), the GPU engine
-// moves the data (ferry/gpu.hpp), synchronously; otherwise the CPU engine does.
+// Buffers may be host or GPU memory: when either is device or managed memory (and Ferry has a GPU),
+// the GPU engine moves the data (ferry/gpu.hpp), synchronously; otherwise the CPU engine does.
 //
 // CPU cost: a dense type is one memcpy; a strided block is one loop nest with one copy per contiguous
-// run (fixed-size word moves for runs of 1..16 bytes); the general form walks the canonical tree
-// once per element with one copy per contiguous run.
+// run (inline fixed-size moves for runs of 1, 2, 4, 8, 12, 16, 24, 32, 48 and 64 bytes, memcpy
+// otherwise); the general form walks the canonical tree once per element with one copy per run.
 //
 // A null user buffer (inbuf of pack, outbuf of unpack) is MPI_BOTTOM: the type's displacements are
 // absolute addresses.

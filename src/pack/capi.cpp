@@ -26,6 +26,8 @@ int guarded(F&& f) noexcept {
   } catch (const std::exception& e) {
     ferry::detail::set_last_error(e.what());
     return MPI_ERR_INTERN;
+  } catch (...) {
+    return MPI_ERR_INTERN;
   }
 }
 

@@ -30,13 +30,14 @@ void check_window(const void* buf, i64 size, const i64* position, i64 bytes, con
                                ", buffer has " + std::to_string(size));
 }
 
-// Either buffer is GPU memory (device, managed or pinned host): the GPU engine moves the data.
-// The unpacked side is classified at its first data byte (the origin may be outside it).
+// Either buffer is device or managed memory: the GPU engine moves the data (pinned host memory is
+// host memory to the CPU engine, which reaches it directly). The unpacked side is classified at its
+// first data byte (the origin may be outside it, or null for MPI_BOTTOM).
 bool on_gpu(const void* origin, i64 count, const Type& type, const void* packed) {
   if (!gpu::available() || count == 0 || type.size() == 0) return false;
-  return gpu::memory_of(static_cast<const char*>(origin) + type.data_lb(count)) !=
-             gpu::Memory::host ||
-         gpu::memory_of(packed) != gpu::Memory::host;
+  auto device = [](gpu::Memory m) { return m == gpu::Memory::device || m == gpu::Memory::managed; };
+  return device(gpu::memory_of(static_cast<const char*>(origin) + type.data_lb(count))) ||
+         device(gpu::memory_of(packed));
 }
 
 // A null user buffer is MPI_BOTTOM: the datatype's displacements are absolute addresses

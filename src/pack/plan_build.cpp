@@ -184,13 +184,18 @@ HostPlan build_plan(const Type& type) {
 PlanHead with_count(const PlanHead& one, const Type& type, i64 count) {
   PlanHead hp = one;
   hp.bytes = checked_mul(count, one.bytes, MPI_ERR_COUNT, "packed size");
+  hp.wide = one.wide || hp.bytes >= (i64{1} << 31);
   if (count <= 1 || hp.bytes == 0) {
     if (count == 0) hp.contiguous = true;
     return hp;
   }
-  if (one.contiguous && type.extent() == one.bytes) return hp;  // dense: still one run
   Builder b;
   b.align = std::uint64_t{1} << one.max_lw;
+  if (one.contiguous && type.extent() == one.bytes) {  // dense: still one run, count times longer
+    hp.plan.shape = b.shape(hp.bytes, {});
+    hp.max_lw = std::min(one.max_lw, address_lw(static_cast<std::uintptr_t>(b.align)));
+    return hp;
+  }
   b.see(type.extent());
   Shape& s = one.plan.npieces ? hp.plan.outer : hp.plan.shape;
   std::vector<Dim> dims = dims_of(s);

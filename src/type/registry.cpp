@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "sys/error.hpp"
+#include "type/translate.hpp"
 
 namespace ferry {
 
@@ -22,19 +23,28 @@ Registry& registry() {
   return *r;
 }
 
-bool is_named(MPI_Datatype t) {
-  int ni, na, nd, combiner;
-  return MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
-         combiner == MPI_COMBINER_NAMED;
-}
-
 }  // namespace
+
+namespace detail {
+bool is_predefined(MPI_Datatype t) {
+  int ni, na, nd, combiner;
+  if (MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return false;
+  return combiner == MPI_COMBINER_NAMED || combiner == MPI_COMBINER_F90_REAL ||
+         combiner == MPI_COMBINER_F90_COMPLEX || combiner == MPI_COMBINER_F90_INTEGER;
+}
+}  // namespace detail
 
 std::shared_ptr<const Type> commit(MPI_Datatype datatype) {
   if (datatype == MPI_DATATYPE_NULL)
     detail::fail(MPI_ERR_TYPE, "invalid datatype: MPI_DATATYPE_NULL");
-  auto type = std::make_shared<const Type>(translate(datatype));
   Registry& r = registry();
+  {
+    // A handle MPI recycled after MPI_Type_free must not keep its old translation if the new
+    // one fails.
+    std::unique_lock lock(r.mutex);
+    r.types.erase(datatype);
+  }
+  auto type = std::make_shared<const Type>(translate(datatype));
   std::unique_lock lock(r.mutex);
   r.types[datatype] = type;
   return type;
@@ -58,7 +68,7 @@ std::shared_ptr<const Type> lookup(MPI_Datatype datatype) {
     auto it = r.types.find(datatype);
     if (it != r.types.end()) return it->second;
   }
-  if (!is_named(datatype))
+  if (!detail::is_predefined(datatype))
     detail::fail(MPI_ERR_TYPE,
                  "datatype is not committed (commit it with MPI_Type_commit under the interposer, "
                  "or ferry_type_commit) or was freed");

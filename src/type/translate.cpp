@@ -2,6 +2,7 @@
 // MPI_Type_get_envelope / MPI_Type_get_contents. Extents come from MPI itself, so alignment
 // padding and resized bounds are exactly MPI's.
 #include <cstddef>
+#include <unordered_map>
 #include <vector>
 
 #include "sys/error.hpp"
@@ -24,18 +25,7 @@ i64 extent_of(MPI_Datatype t) {
   return static_cast<i64>(extent);
 }
 
-// Handles returned by MPI_Type_get_contents for derived types are new references to free.
-struct ContentTypes {
-  std::vector<MPI_Datatype> types;
-  ~ContentTypes() {
-    for (MPI_Datatype& t : types) {
-      int ni, na, nd, combiner;
-      if (MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
-          combiner != MPI_COMBINER_NAMED)
-        MPI_Type_free(&t);
-    }
-  }
-};
+
 
 // A pair type (MPI_SHORT_INT, ...) laid out as the C struct {T value; int index;}.
 template <class T>
@@ -64,12 +54,43 @@ NodePtr named_node(MPI_Datatype t) {
   fail(MPI_ERR_TYPE, "named datatype with holes that Ferry does not know");
 }
 
-NodePtr translate_node(MPI_Datatype t);
+// Translation of one top-level type: each handle met below it is translated once, so a struct of
+// many copies of one type shares that type's subtree instead of rebuilding it per field.
+// Handles returned by MPI_Type_get_contents for derived types are new references to free; they are
+// freed only when the whole translation is done, so that no handle value is reused (and found in
+// the memo) for another type meanwhile. Predefined ones (named, MPI_Type_create_f90_*) are not
+// freed.
+class Translator {
+ public:
+  Translator() = default;
+  Translator(const Translator&) = delete;
+  Translator& operator=(const Translator&) = delete;
+  ~Translator() {
+    for (MPI_Datatype& t : owned_)
+      if (!detail::is_predefined(t)) MPI_Type_free(&t);
+  }
+  NodePtr node(MPI_Datatype t);
+
+ private:
+  std::unordered_map<MPI_Datatype, NodePtr> memo_;
+  std::vector<MPI_Datatype> owned_;
+  NodePtr build(MPI_Datatype t);
+  NodePtr indexed_node(int count, const int* blocklens, int blocklen, const std::vector<i64>& disps,
+                       MPI_Datatype old);
+};
+
+NodePtr Translator::node(MPI_Datatype t) {
+  auto it = memo_.find(t);
+  if (it != memo_.end()) return it->second;
+  NodePtr n = build(t);
+  memo_.emplace(t, n);
+  return n;
+}
 
 // `count` copies of old, each `blocklen` elements long, at the given byte displacements.
-NodePtr indexed_node(int count, const int* blocklens, int blocklen, const std::vector<i64>& disps,
-                     MPI_Datatype old) {
-  NodePtr child = translate_node(old);
+NodePtr Translator::indexed_node(int count, const int* blocklens, int blocklen,
+                                 const std::vector<i64>& disps, MPI_Datatype old) {
+  NodePtr child = node(old);
   i64 ext = extent_of(old);
   std::vector<Entry> entries;
   entries.reserve(static_cast<std::size_t>(count));
@@ -82,7 +103,7 @@ NodePtr indexed_node(int count, const int* blocklens, int blocklen, const std::v
   return make_blocks(std::move(entries));
 }
 
-NodePtr translate_node(MPI_Datatype t) {
+NodePtr Translator::build(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL inside a datatype");
   int ni = 0, na = 0, nd = 0, combiner = 0;
   check(MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner), "MPI_Type_get_envelope");
@@ -90,30 +111,29 @@ NodePtr translate_node(MPI_Datatype t) {
 
   std::vector<int> ints(static_cast<std::size_t>(ni));
   std::vector<MPI_Aint> addrs(static_cast<std::size_t>(na));
-  ContentTypes ct;
-  ct.types.resize(static_cast<std::size_t>(nd));
-  check(MPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), ct.types.data()),
+  std::vector<MPI_Datatype> ty(static_cast<std::size_t>(nd));
+  check(MPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), ty.data()),
         "MPI_Type_get_contents");
+  owned_.insert(owned_.end(), ty.begin(), ty.end());
   const int* in = ints.data();
-  const std::vector<MPI_Datatype>& ty = ct.types;
 
   switch (combiner) {
     case MPI_COMBINER_DUP:
     case MPI_COMBINER_RESIZED:  // bounds only; the type map is the old type's
-      return translate_node(ty[0]);
+      return node(ty[0]);
     case MPI_COMBINER_F90_REAL:
     case MPI_COMBINER_F90_COMPLEX:
     case MPI_COMBINER_F90_INTEGER:
       return named_node(t);
     case MPI_COMBINER_CONTIGUOUS:
-      return make_stream(0, in[0], extent_of(ty[0]), translate_node(ty[0]));
+      return make_stream(0, in[0], extent_of(ty[0]), node(ty[0]));
     case MPI_COMBINER_VECTOR:
     case MPI_COMBINER_HVECTOR: {
       i64 ext = extent_of(ty[0]);
       i64 stride = combiner == MPI_COMBINER_VECTOR
                        ? checked_mul(in[2], ext, MPI_ERR_TYPE, "vector stride")
                        : static_cast<i64>(addrs[0]);
-      return make_stream(0, in[0], stride, make_stream(0, in[1], ext, translate_node(ty[0])));
+      return make_stream(0, in[0], stride, make_stream(0, in[1], ext, node(ty[0])));
     }
     case MPI_COMBINER_INDEXED:
     case MPI_COMBINER_HINDEXED: {
@@ -148,7 +168,7 @@ NodePtr translate_node(MPI_Datatype t) {
         if (bl <= 0) continue;
         MPI_Datatype old = ty[static_cast<std::size_t>(i)];
         entries.push_back({static_cast<i64>(addrs[static_cast<std::size_t>(i)]),
-                           make_stream(0, bl, extent_of(old), translate_node(old))});
+                           make_stream(0, bl, extent_of(old), node(old))});
       }
       return make_blocks(std::move(entries));
     }
@@ -158,21 +178,21 @@ NodePtr translate_node(MPI_Datatype t) {
       const int* subsizes = in + 1 + ndims;
       const int* starts = in + 1 + 2 * ndims;
       int order = in[1 + 3 * ndims];
-      NodePtr node = translate_node(ty[0]);
+      NodePtr n = node(ty[0]);
       i64 stride = extent_of(ty[0]);
       // Innermost (fastest) dimension first: the last one in C order, the first in Fortran order.
       for (int k = 0; k < ndims; ++k) {
         int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
         i64 off = checked_mul(starts[d], stride, MPI_ERR_TYPE, "subarray start");
-        node = make_stream(off, subsizes[d], stride, node);
+        n = make_stream(off, subsizes[d], stride, n);
         stride = checked_mul(stride, sizes[d], MPI_ERR_TYPE, "subarray size");
       }
-      return node;
+      return n;
     }
     case MPI_COMBINER_DARRAY: {
       int ndims = in[2];
       return detail::darray_node(in[0], in[1], ndims, in + 3, in + 3 + ndims, in + 3 + 2 * ndims,
-                                 in + 3 + 3 * ndims, in[3 + 4 * ndims], translate_node(ty[0]),
+                                 in + 3 + 3 * ndims, in[3 + 4 * ndims], node(ty[0]),
                                  extent_of(ty[0]));
     }
     default: break;
@@ -184,7 +204,7 @@ NodePtr translate_node(MPI_Datatype t) {
 
 NodePtr translate_raw(MPI_Datatype datatype) {
   if (datatype == MPI_DATATYPE_NULL) fail(MPI_ERR_TYPE, "invalid datatype: MPI_DATATYPE_NULL");
-  return translate_node(datatype);
+  return Translator().node(datatype);
 }
 
 Type translate(MPI_Datatype datatype) {

@@ -90,7 +90,7 @@ void strided(char* origin, char* packed, i64 count, i64 extent, const StridedBlo
   std::vector<i64> counts_vec, strides_vec;
   i64* counts = counts_buf;
   i64* strides = strides_buf;
-  if (nd + 1 > kMaxInline) {
+  if (nd + 1 > kMaxInline + 1) {
     counts_vec.resize(static_cast<std::size_t>(nd) + 1);
     strides_vec.resize(static_cast<std::size_t>(nd) + 1);
     counts = counts_vec.data();

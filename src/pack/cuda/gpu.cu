@@ -39,7 +39,7 @@ namespace {
 
 struct DeviceInfo {
   int sms = 0;
-  detail::LaunchPolicy policy{256, 8};
+  detail::LaunchPolicy policy{};
 };
 
 constexpr int kMaxDevices = 64;
@@ -66,14 +66,33 @@ int current_device() {
   return d;
 }
 
+// Device memory released when its owner goes.
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using DeviceBytes = std::unique_ptr<void, DeviceFree>;
+
+DeviceBytes upload(const void* host, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaMalloc(&p, bytes));
+  DeviceBytes owned(p);
+  FERRY_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+  return owned;
+}
+
 // A type's count-independent plan and, for general forms, its tables in device memory; one per
-// (type, device), kept for the life of the process. Looked up on every call: a shared lock and one
-// hash probe.
+// (type, device). Looked up on every call: a shared lock and one hash probe. Entries hold the type's
+// root weakly: once the type is gone (ferry_type_free and every copy of the Type), a lookup no
+// longer matches it and the next insertion frees it. A type whose plan cannot be built keeps its
+// error, so later calls fail at once instead of rebuilding.
 struct TypeTables {
-  NodePtr keep;  // holds the root so its address is never reused for another type
+  std::weak_ptr<const Node> root;
   PlanHead one;
-  detail::Piece* pieces = nullptr;
-  detail::Shape* shapes = nullptr;
+  DeviceBytes pieces;
+  DeviceBytes shapes;
+  std::string error;  // non-empty: the plan could not be built
+  int error_class = MPI_SUCCESS;
 };
 
 struct TablesKey {
@@ -89,42 +108,55 @@ struct TablesHash {
 
 const TypeTables& tables_for(const Type& type, int device) {
   static std::shared_mutex mutex;
-  static auto* cache = new std::unordered_map<TablesKey, TypeTables, TablesHash>();
+  static auto* cache = new std::unordered_map<TablesKey, std::shared_ptr<TypeTables>, TablesHash>();
   const TablesKey key{type.root().get(), device};
+  std::shared_ptr<TypeTables> found;
   {
     std::shared_lock lock(mutex);
     auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    if (it != cache->end() && !it->second->root.expired()) found = it->second;
   }
-  HostPlan host = detail::build_plan(type);
-  TypeTables t;
-  t.keep = type.root();
-  t.one = host.head;
-  if (host.head.plan.npieces) {
-    std::size_t pb = host.pieces.size() * sizeof(detail::Piece);
-    std::size_t sb = host.shapes.size() * sizeof(detail::Shape);
-    FERRY_CUDA_CHECK(cudaMalloc(&t.pieces, pb));
-    FERRY_CUDA_CHECK(cudaMemcpy(t.pieces, host.pieces.data(), pb, cudaMemcpyHostToDevice));
-    if (sb) {
-      FERRY_CUDA_CHECK(cudaMalloc(&t.shapes, sb));
-      FERRY_CUDA_CHECK(cudaMemcpy(t.shapes, host.shapes.data(), sb, cudaMemcpyHostToDevice));
+  if (!found) {
+    auto t = std::make_shared<TypeTables>();
+    t->root = type.root();
+    try {
+      HostPlan host = detail::build_plan(type);
+      t->one = host.head;
+      if (host.head.plan.npieces) {
+        t->pieces = upload(host.pieces.data(), host.pieces.size() * sizeof(detail::Piece));
+        t->shapes = upload(host.shapes.data(), host.shapes.size() * sizeof(detail::Shape));
+      }
+    } catch (const Error& e) {
+      if (e.mpi_error_class() != MPI_ERR_TYPE) throw;  // CUDA trouble: not the type's fault
+      t->error = e.what();
+      t->error_class = e.mpi_error_class();
+    }
+    std::vector<std::shared_ptr<TypeTables>> dead;  // freed after the lock is released
+    {
+      std::unique_lock lock(mutex);
+      for (auto it = cache->begin(); it != cache->end();) {
+        if (it->second->root.expired()) {
+          dead.push_back(std::move(it->second));
+          it = cache->erase(it);
+        } else {
+          ++it;
+        }
+      }
+      auto [it, fresh] = cache->try_emplace(key, t);
+      if (!fresh) dead.push_back(std::move(t));  // another thread made them first
+      found = it->second;
     }
   }
-  std::unique_lock lock(mutex);
-  auto [it, fresh] = cache->emplace(key, std::move(t));
-  if (!fresh) {  // another thread made them first
-    cudaFree(t.pieces);
-    cudaFree(t.shapes);
-  }
-  return it->second;
+  if (!found->error.empty()) fail(found->error_class, found->error);
+  return *found;  // entries are only erased once their type is gone
 }
 
 // The plan of `count` elements with its device tables bound.
 PlanHead plan_for(const Type& type, i64 count, int device) {
   const TypeTables& t = tables_for(type, device);
   PlanHead hp = detail::with_count(t.one, type, count);
-  hp.plan.pieces = t.pieces;
-  hp.plan.shapes = t.shapes;
+  hp.plan.pieces = static_cast<const detail::Piece*>(t.pieces.get());
+  hp.plan.shapes = static_cast<const detail::Shape*>(t.shapes.get());
   return hp;
 }
 
@@ -141,7 +173,8 @@ const void* first_byte(const void* origin, i64 count, const Type& type) {
 void check_args(const void* origin, i64 count, const Type& type, const void* packed) {
   if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
   if (count == 0 || type.size() == 0) return;
-  if (origin == nullptr || packed == nullptr) fail(MPI_ERR_BUFFER, "null buffer");
+  // A null origin is MPI_BOTTOM (absolute displacements): the data's own address is checked.
+  if (packed == nullptr) fail(MPI_ERR_BUFFER, "packed buffer is null");
   if (!reachable(memory_of(first_byte(origin, count, type))))
     fail(MPI_ERR_BUFFER, "the unpacked buffer is pageable host memory, which a GPU kernel cannot "
                          "reach; use device, managed or pinned host memory");
@@ -240,11 +273,9 @@ bool available() noexcept {
 Memory memory_of(const void* p) {
   if (p == nullptr || !available()) return Memory::host;
   cudaPointerAttributes a{};
-  cudaError_t err = cudaPointerGetAttributes(&a, p);
-  if (err != cudaSuccess) {
-    cudaGetLastError();  // not a CUDA pointer: clear the error
-    return Memory::host;
-  }
+  // Since CUDA 11 an ordinary host pointer is cudaSuccess with cudaMemoryTypeUnregistered, so an
+  // error here is real (a sticky error from an earlier fault, say) and is reported.
+  FERRY_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
   switch (a.type) {
     case cudaMemoryTypeDevice: return Memory::device;
     case cudaMemoryTypeManaged: return Memory::managed;
@@ -340,17 +371,7 @@ Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::mak
     check_args(j.origin, j.count, *j.type, j.packed);
     if (j.count == 0 || j.type->size() == 0) continue;
     PlanHead hp = plan_for(*j.type, j.count, device);
-    if (hp.contiguous) {
-      // One run: a strided plan of one block with no dimensions.
-      detail::Shape s;
-      s.bytes = hp.bytes;
-      for (int lw = 0; lw < detail::kWordSizes; ++lw)
-        if ((hp.bytes >> lw) > 0 && (hp.bytes >> lw) < (i64{1} << 31))
-          s.fwords[lw] = detail::FastDiv(static_cast<std::uint32_t>(hp.bytes >> lw));
-      hp.plan.shape = s;
-      hp.plan.npieces = 0;
-      hp.max_lw = std::min(hp.max_lw, detail::address_lw(static_cast<std::uintptr_t>(hp.bytes)));
-    }
+    // A contiguous plan is a strided shape of one block with no dimensions: the same kernel.
     DevJob dj{};
     dj.mem = static_cast<char*>(j.origin);
     dj.packed = static_cast<char*>(j.packed);
@@ -377,6 +398,7 @@ Batch& Batch::operator=(Batch&&) noexcept = default;
 std::size_t Batch::size() const { return impl_ ? impl_->njobs : 0; }
 
 void Batch::launch(Stream stream, Event done) const {
+  if (!impl_) fail(MPI_ERR_ARG, "launch of a moved-from Batch");
   if (impl_->njobs > 0) {
     if (impl_->nblocks > INT32_MAX) fail(MPI_ERR_OTHER, "batch needs too many blocks");
     const auto grid = static_cast<unsigned>(impl_->nblocks);

@@ -50,8 +50,8 @@ struct GeneralAt {
   }
 };
 
-// Moves words p = first + k*step (k = 0, 1, ...) below n; `block`/`nblocks` number this block
-// among those sharing the job.
+// Moves the packed words [0, pl.total) that fall to CUDA block `block` of the `nblocks` sharing
+// the job: tiles of blockDim * kUnroll consecutive words, every nblocks-th tile.
 template <class Idx, int LW, bool Pack, class At, class P>
 __device__ __forceinline__ void move_words(const P& pl, char* __restrict__ mem,
                                            char* __restrict__ packed, Idx block, Idx nblocks) {
