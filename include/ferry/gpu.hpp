@@ -53,6 +53,10 @@ void unpack_async(const void* packed, void* origin, i64 count, const Type& type,
 void pack(const void* origin, i64 count, const Type& type, void* packed);
 void unpack(const void* packed, void* origin, i64 count, const Type& type);
 
+// Pinned, mapped host memory (cudaHostAlloc): for staging, and as a one-shot packing target.
+void* alloc_pinned(i64 bytes);
+void free_pinned(void* p) noexcept;
+
 enum class Direction { pack, unpack };
 
 // One job of a batch: `count` elements of `type` at `origin`, packed at `packed`.

@@ -25,6 +25,7 @@
 // unrolled, so its size grows with the number of distinct blocks, not with the bytes it describes.
 #pragma once
 
+#include <ferry/error.hpp>
 #include <mpi.h>
 
 #include <cstdint>

@@ -284,6 +284,18 @@ Memory memory_of(const void* p) {
   }
 }
 
+void* alloc_pinned(i64 bytes) {
+  if (bytes < 0) fail(MPI_ERR_ARG, "negative allocation size");
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(bytes > 0 ? bytes : 1),
+                                 cudaHostAllocMapped | cudaHostAllocPortable));
+  return p;
+}
+
+void free_pinned(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
 void pack_async(const void* origin, i64 count, const Type& type, void* packed, Stream stream,
                 Event done) {
   move(true, origin, count, type, packed, stream, done);
