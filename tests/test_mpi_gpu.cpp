@@ -114,6 +114,52 @@ TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
   EXPECT_EQ(back, values(other, n));
 }
 
+// Windows of non-blocking device sends and receives, completed by Waitall, Waitany and Test.
+TEST_F(MpiGpu, NonBlockingDeviceWindows) {
+  const int me = rank_of(), other = 1 - me;
+  MPI_Datatype col;
+  MPI_Type_vector(128, 3, 7, MPI_DOUBLE, &col);
+  MPI_Type_commit(&col);
+  const int window = 6;
+  const std::size_t per = 128 * 7;
+  std::vector<double> host = values(me, per * window);
+  Device src(per * window), dst(per * window);
+  CUDA_OK(cudaMemcpy(src.p, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice));
+  for (int mode = 0; mode < 3; ++mode) {
+    CUDA_OK(cudaMemset(dst.p, 0, host.size() * sizeof(double)));
+    std::vector<MPI_Request> reqs(2 * window);
+    for (int w = 0; w < window; ++w) {
+      ASSERT_EQ(MPI_Irecv(dst.p + per * w, 1, col, other, w, MPI_COMM_WORLD,
+                          &reqs[static_cast<std::size_t>(w)]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(src.p + per * w, 1, col, other, w, MPI_COMM_WORLD,
+                          &reqs[static_cast<std::size_t>(window + w)]), MPI_SUCCESS);
+    }
+    if (mode == 0) {
+      ASSERT_EQ(MPI_Waitall(2 * window, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    } else if (mode == 1) {
+      for (int k = 0; k < 2 * window; ++k) {
+        int index = 0;
+        ASSERT_EQ(MPI_Waitany(2 * window, reqs.data(), &index, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      }
+    } else {
+      for (auto& r : reqs) {
+        int flag = 0;
+        while (!flag) ASSERT_EQ(MPI_Test(&r, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      }
+    }
+    std::vector<double> back(host.size());
+    CUDA_OK(cudaMemcpy(back.data(), dst.p, back.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    const std::vector<double> want = values(other, per * window);
+    for (std::size_t w = 0; w < static_cast<std::size_t>(window); ++w)
+      for (std::size_t b = 0; b < 128; ++b)
+        for (std::size_t k = 0; k < 7; ++k) {
+          const std::size_t i = w * per + b * 7 + k;
+          ASSERT_EQ(back[i], k < 3 ? want[i] : 0.0) << "mode " << mode << " element " << i;
+        }
+  }
+  MPI_Type_free(&col);
+}
+
 // MPI_Pack of a device buffer gives the bytes MPI_Pack gives for a host copy.
 TEST_F(MpiGpu, PackDeviceBuffer) {
   const std::size_t n = 1000;

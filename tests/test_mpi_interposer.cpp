@@ -85,6 +85,46 @@ TEST(Interposer, PointToPointWithDerivedTypes) {
   MPI_Type_free(&col);
 }
 
+// A window of non-blocking sends and receives around the ring, completed by Waitall, then by a
+// Testany loop.
+TEST(Interposer, NonBlockingWindows) {
+  const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  MPI_Datatype col;
+  MPI_Type_vector(16, 2, 6, MPI_FLOAT, &col);
+  MPI_Type_commit(&col);
+  const int window = 8;
+  std::vector<float> src(96 * window), dst(96 * window, -1.f);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(me * 10000 + static_cast<int>(i));
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<MPI_Request> reqs(2 * window);
+    for (int w = 0; w < window; ++w) {
+      MPI_Irecv(dst.data() + 96 * w, 1, col, prev, w, MPI_COMM_WORLD, &reqs[static_cast<std::size_t>(w)]);
+      MPI_Isend(src.data() + 96 * w, 1, col, next, w, MPI_COMM_WORLD, &reqs[static_cast<std::size_t>(window + w)]);
+    }
+    if (round == 0) {
+      std::vector<MPI_Status> st(2 * window);
+      ASSERT_EQ(MPI_Waitall(2 * window, reqs.data(), st.data()), MPI_SUCCESS);
+      for (int w = 0; w < window; ++w) EXPECT_EQ(st[static_cast<std::size_t>(w)].MPI_TAG, w);
+    } else {
+      int left = 2 * window;
+      while (left > 0) {
+        int index = 0, flag = 0;
+        ASSERT_EQ(MPI_Testany(2 * window, reqs.data(), &index, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+        if (flag && index != MPI_UNDEFINED) --left;
+      }
+    }
+    for (int w = 0; w < window; ++w)
+      for (int b = 0; b < 16; ++b)
+        for (int k = 0; k < 2; ++k)
+          ASSERT_EQ(dst[static_cast<std::size_t>(96 * w + 6 * b + k)],
+                    static_cast<float>(prev * 10000 + 96 * w + 6 * b + k));
+    std::fill(dst.begin(), dst.end(), -1.f);
+  }
+  MPI_Type_free(&col);
+}
+
 TEST(Interposer, TruncationIsReported) {
   const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

@@ -3,22 +3,27 @@
 // before the MPI library.
 //
 // This layer covers: initialization, datatype commit/free (every committed type is translated and
-// cached once, at commit, as DESIGN.md says), MPI_Pack/MPI_Unpack/MPI_Pack_size on GPU buffers,
-// and the blocking point-to-point calls (send, ssend, rsend, recv, sendrecv) with GPU buffers,
-// staged through pinned host memory: the GPU engine packs into it, the system MPI moves it as
-// bytes, the receiver's GPU engine unpacks from it. Host buffers go straight to PMPI after one
-// pointer check. Matching, ordering, statuses (source, tag, count in bytes, so MPI_Get_count with
-// the receive datatype is right) and truncation errors stay the system MPI's.
+// cached once, at commit, as DESIGN.md says), MPI_Pack/MPI_Unpack on GPU buffers, the blocking
+// point-to-point calls (send, ssend, rsend, recv, sendrecv) and the non-blocking ones (isend,
+// issend, irsend, irecv, completed by every wait and test) with GPU buffers, staged through
+// pinned host memory: the GPU engine packs into it, the system MPI moves it as bytes, the
+// receiver's GPU engine unpacks from it (for a non-blocking receive, when the request completes).
+// Host buffers go straight to PMPI after one pointer check. Matching, ordering, statuses (source,
+// tag, count in bytes, so MPI_Get_count with the receive datatype is right) and truncation errors
+// stay the system MPI's.
 //
-// Not yet here (see issue 4): non-blocking and persistent requests, probe, collectives, CUDA IPC,
-// one-shot and pipelined methods, the pointer-kind cache.
+// Not yet here (see issue 4): persistent requests, probe, collectives, CUDA IPC, one-shot and
+// pipelined methods, the pointer-kind cache, progress of staged requests outside wait/test
+// (MPI_Request_free of a staged request waits for it).
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 #include <ferry/registry.hpp>
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -151,6 +156,111 @@ int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MP
   }
 }
 
+// Non-blocking calls on GPU buffers: their staging buffers, and for receives what to unpack where,
+// until a wait or test completes the request.
+struct Pending {
+  void* staging;
+  bool recv;
+  void* buf;
+  int count;
+  std::shared_ptr<const ferry::Type> type;
+};
+
+class Requests {
+ public:
+  void add(MPI_Request r, Pending p) {
+    std::lock_guard lock(mutex_);
+    table_.emplace(r, std::move(p));
+    size_.store(table_.size(), std::memory_order_release);
+  }
+  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
+  bool contains(MPI_Request r) {
+    std::lock_guard lock(mutex_);
+    return table_.count(r) != 0;
+  }
+  // Finishes a completed request that was ours (unpacks a receive); false if it was not ours.
+  bool complete(MPI_Request r, const MPI_Status* st) {
+    Pending p;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = table_.find(r);
+      if (it == table_.end()) return false;
+      p = std::move(it->second);
+      table_.erase(it);
+      size_.store(table_.size(), std::memory_order_release);
+    }
+    int cancelled = 0;
+    if (p.recv) PMPI_Test_cancelled(st, &cancelled);
+    if (p.recv && !cancelled && st->MPI_ERROR == MPI_SUCCESS) {
+      int got = 0;
+      PMPI_Get_count(st, MPI_BYTE, &got);
+      const i64 elements = p.type->size() ? got / p.type->size() : 0;
+      ferry::gpu::unpack(p.staging, p.buf, elements, *p.type);
+    }
+    pool().put(p.staging);
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<MPI_Request, Pending> table_;
+  std::atomic<std::size_t> size_{0};
+};
+
+Requests& requests() {
+  static auto* r = new Requests();
+  return *r;
+}
+
+using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                 MPI_Comm comm, MPI_Request* request) {
+  try {
+    auto t = ferry::lookup(type);
+    const i64 bytes = ferry::pack_size(count, *t);
+    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    void* host = pool().get(bytes);
+    try {
+      ferry::gpu::pack(buf, count, *t, host);
+    } catch (...) {
+      pool().put(host);
+      throw;
+    }
+    int rc = isend(host, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, request);
+    if (rc != MPI_SUCCESS) {
+      pool().put(host);
+      return rc;
+    }
+    requests().add(*request, {host, false, nullptr, 0, t});
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+// The statuses a completion needs, also when the caller ignores them.
+struct Statuses {
+  std::vector<MPI_Status> local;
+  MPI_Status* use;
+  Statuses(int n, MPI_Status* given) : use(given) {
+    if (given == MPI_STATUSES_IGNORE) {
+      local.resize(static_cast<std::size_t>(n > 0 ? n : 1));
+      use = local.data();
+    }
+  }
+};
+
+// Completes our requests among those PMPI just finished: `done` indices into `orig`.
+void complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone,
+                  const MPI_Status* st, bool indexed_status) {
+  for (int k = 0; k < ndone; ++k) {
+    const int i = done ? done[k] : k;
+    if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
+    requests().complete(orig[static_cast<std::size_t>(i)], &st[indexed_status ? i : k]);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -255,6 +365,139 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
   if (!on_device(buf, count, type))
     return PMPI_Recv(buf, count, type, source, tag, comm, status);
   return staged_recv(buf, count, type, source, tag, comm, status);
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  if (!on_device(buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+  return staged_isend(PMPI_Isend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  if (!on_device(buf, count, type)) return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+  return staged_isend(PMPI_Issend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  if (!on_device(buf, count, type)) return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
+  return staged_isend(PMPI_Irsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  if (!on_device(buf, count, type))
+    return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+  try {
+    auto t = ferry::lookup(type);
+    const i64 bytes = ferry::pack_size(count, *t);
+    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    void* host = pool().get(bytes);
+    int rc = PMPI_Irecv(host, static_cast<int>(bytes), MPI_BYTE, source, tag, comm, request);
+    if (rc != MPI_SUCCESS) {
+      pool().put(host);
+      return rc;
+    }
+    requests().add(*request, {host, true, buf, count, t});
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (requests().empty()) return PMPI_Wait(request, status);
+  const MPI_Request orig = *request;
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  int rc = PMPI_Wait(request, st);
+  if (rc == MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().complete(orig, st);
+  return rc;
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (requests().empty()) return PMPI_Test(request, flag, status);
+  const MPI_Request orig = *request;
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  int rc = PMPI_Test(request, flag, st);
+  if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) requests().complete(orig, st);
+  return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
+  if (requests().empty()) return PMPI_Waitall(count, requests_, statuses);
+  std::vector<MPI_Request> orig(requests_, requests_ + count);
+  Statuses st(count, statuses);
+  int rc = PMPI_Waitall(count, requests_, st.use);
+  if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) complete_all(orig, nullptr, count, st.use, true);
+  return rc;
+}
+
+int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status statuses[]) {
+  if (requests().empty()) return PMPI_Testall(count, requests_, flag, statuses);
+  std::vector<MPI_Request> orig(requests_, requests_ + count);
+  Statuses st(count, statuses);
+  int rc = PMPI_Testall(count, requests_, flag, st.use);
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
+    complete_all(orig, nullptr, count, st.use, true);
+  return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* status) {
+  if (requests().empty()) return PMPI_Waitany(count, requests_, index, status);
+  std::vector<MPI_Request> orig(requests_, requests_ + count);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  int rc = PMPI_Waitany(count, requests_, index, st);
+  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false);
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_Status* status) {
+  if (requests().empty()) return PMPI_Testany(count, requests_, index, flag, status);
+  std::vector<MPI_Request> orig(requests_, requests_ + count);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  int rc = PMPI_Testany(count, requests_, index, flag, st);
+  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false);
+  return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  if (requests().empty()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
+  std::vector<MPI_Request> orig(requests_, requests_ + incount);
+  Statuses st(incount, statuses);
+  int rc = PMPI_Waitsome(incount, requests_, outcount, indices, st.use);
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
+    complete_all(orig, indices, *outcount, st.use, false);
+  return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  if (requests().empty()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
+  std::vector<MPI_Request> orig(requests_, requests_ + incount);
+  Statuses st(incount, statuses);
+  int rc = PMPI_Testsome(incount, requests_, outcount, indices, st.use);
+  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
+    complete_all(orig, indices, *outcount, st.use, false);
+  return rc;
+}
+
+// Ferry cannot finish a staged request it no longer sees: freeing one waits for it first.
+int MPI_Request_free(MPI_Request* request) {
+  if (request && *request != MPI_REQUEST_NULL && !requests().empty() &&
+      requests().contains(*request)) {
+    const MPI_Request orig = *request;
+    MPI_Status st;
+    int rc = PMPI_Wait(request, &st);
+    if (rc == MPI_SUCCESS) requests().complete(orig, &st);
+    return rc;
+  }
+  return PMPI_Request_free(request);
 }
 
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
