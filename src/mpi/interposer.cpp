@@ -179,7 +179,11 @@ class Requests {
     return table_.count(r) != 0;
   }
   // Finishes a completed request that was ours (unpacks a receive); false if it was not ours.
-  bool complete(MPI_Request r, const MPI_Status* st) {
+  // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how
+  // its request ended (otherwise MPI leaves that field unset and success is implied).
+  bool complete(MPI_Request r, const MPI_Status* st, bool errors_in_status = false) {
+    if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return false;  // still active
+    const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
     Pending p;
     {
       std::lock_guard lock(mutex_);
@@ -190,8 +194,8 @@ class Requests {
       size_.store(table_.size(), std::memory_order_release);
     }
     int cancelled = 0;
-    if (p.recv) PMPI_Test_cancelled(st, &cancelled);
-    if (p.recv && !cancelled && st->MPI_ERROR == MPI_SUCCESS) {
+    if (p.recv && ok) PMPI_Test_cancelled(st, &cancelled);
+    if (p.recv && !cancelled && ok) {
       int got = 0;
       PMPI_Get_count(st, MPI_BYTE, &got);
       const i64 elements = p.type->size() ? got / p.type->size() : 0;
@@ -253,11 +257,12 @@ struct Statuses {
 
 // Completes our requests among those PMPI just finished: `done` indices into `orig`.
 void complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone,
-                  const MPI_Status* st, bool indexed_status) {
+                  const MPI_Status* st, bool indexed_status, int rc) {
   for (int k = 0; k < ndone; ++k) {
     const int i = done ? done[k] : k;
     if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
-    requests().complete(orig[static_cast<std::size_t>(i)], &st[indexed_status ? i : k]);
+    requests().complete(orig[static_cast<std::size_t>(i)], &st[indexed_status ? i : k],
+                        rc == MPI_ERR_IN_STATUS);
   }
 }
 
@@ -431,7 +436,7 @@ int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
   int rc = PMPI_Waitall(count, requests_, st.use);
-  if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) complete_all(orig, nullptr, count, st.use, true);
+  if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) complete_all(orig, nullptr, count, st.use, true, rc);
   return rc;
 }
 
@@ -441,7 +446,7 @@ int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status status
   Statuses st(count, statuses);
   int rc = PMPI_Testall(count, requests_, flag, st.use);
   if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
-    complete_all(orig, nullptr, count, st.use, true);
+    complete_all(orig, nullptr, count, st.use, true, rc);
   return rc;
 }
 
@@ -451,7 +456,7 @@ int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* stat
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = PMPI_Waitany(count, requests_, index, st);
-  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false);
+  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false, rc);
   return rc;
 }
 
@@ -461,7 +466,7 @@ int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_S
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = PMPI_Testany(count, requests_, index, flag, st);
-  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false);
+  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false, rc);
   return rc;
 }
 
@@ -472,7 +477,7 @@ int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indice
   Statuses st(incount, statuses);
   int rc = PMPI_Waitsome(incount, requests_, outcount, indices, st.use);
   if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
-    complete_all(orig, indices, *outcount, st.use, false);
+    complete_all(orig, indices, *outcount, st.use, false, rc);
   return rc;
 }
 
@@ -483,7 +488,7 @@ int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indice
   Statuses st(incount, statuses);
   int rc = PMPI_Testsome(incount, requests_, outcount, indices, st.use);
   if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
-    complete_all(orig, indices, *outcount, st.use, false);
+    complete_all(orig, indices, *outcount, st.use, false, rc);
   return rc;
 }
 
