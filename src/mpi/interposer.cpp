@@ -116,18 +116,26 @@ int report(MPI_Comm comm, const ferry::Error& e) {
   return e.mpi_error_class();
 }
 
+// The committed type and the packed size of `count` of it, which travels as an int count of bytes.
+std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes) {
+  auto t = ferry::lookup(type);
+  const i64 n = ferry::pack_size(count, *t);
+  if (n > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "staged message over 2 GiB");
+  *bytes = static_cast<int>(n);
+  return t;
+}
+
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 
 // A blocking send of GPU data: pack into staging, send the bytes.
 int staged_send(SendFn send, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
   try {
-    auto t = ferry::lookup(type);
-    const i64 bytes = ferry::pack_size(count, *t);
-    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
     ferry::gpu::pack(buf, count, *t, host.p);
-    return send(host.p, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm);
+    return send(host.p, bytes, MPI_BYTE, dest, tag, comm);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -137,13 +145,12 @@ int staged_send(SendFn send, const void* buf, int count, MPI_Datatype type, int 
 int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                 MPI_Status* status) {
   try {
-    auto t = ferry::lookup(type);
-    const i64 bytes = ferry::pack_size(count, *t);
-    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = PMPI_Recv(host.p, static_cast<int>(bytes), MPI_BYTE, source, tag, comm, st);
+    int rc = PMPI_Recv(host.p, bytes, MPI_BYTE, source, tag, comm, st);
     if (rc != MPI_SUCCESS) return rc;
     int got = 0;
     PMPI_Get_count(st, MPI_BYTE, &got);
@@ -221,9 +228,8 @@ using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_
 int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                  MPI_Comm comm, MPI_Request* request) {
   try {
-    auto t = ferry::lookup(type);
-    const i64 bytes = ferry::pack_size(count, *t);
-    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
     void* host = pool().get(bytes);
     try {
       ferry::gpu::pack(buf, count, *t, host);
@@ -231,7 +237,7 @@ int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, i
       pool().put(host);
       throw;
     }
-    int rc = isend(host, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm, request);
+    int rc = isend(host, bytes, MPI_BYTE, dest, tag, comm, request);
     if (rc != MPI_SUCCESS) {
       pool().put(host);
       return rc;
@@ -395,11 +401,10 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   if (!on_device(buf, count, type))
     return PMPI_Irecv(buf, count, type, source, tag, comm, request);
   try {
-    auto t = ferry::lookup(type);
-    const i64 bytes = ferry::pack_size(count, *t);
-    if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
     void* host = pool().get(bytes);
-    int rc = PMPI_Irecv(host, static_cast<int>(bytes), MPI_BYTE, source, tag, comm, request);
+    int rc = PMPI_Irecv(host, bytes, MPI_BYTE, source, tag, comm, request);
     if (rc != MPI_SUCCESS) {
       pool().put(host);
       return rc;
@@ -521,25 +526,23 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
     MPI_Datatype stype = sendtype;
     std::unique_ptr<Staged> shost, rhost;
     if (send_dev) {
-      auto t = ferry::lookup(sendtype);
-      const i64 bytes = ferry::pack_size(sendcount, *t);
-      if (bytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+      int bytes = 0;
+      auto t = staged_type(sendtype, sendcount, &bytes);
       shost = std::make_unique<Staged>(bytes);
       ferry::gpu::pack(sendbuf, sendcount, *t, shost->p);
       sbuf = shost->p;
-      scount = static_cast<int>(bytes);
+      scount = bytes;
       stype = MPI_BYTE;
     }
     if (!recv_dev)
       return PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, recvbuf, recvcount, recvtype, source,
                            recvtag, comm, status);
-    auto rt = ferry::lookup(recvtype);
-    const i64 rbytes = ferry::pack_size(recvcount, *rt);
-    if (rbytes > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "message over 2 GiB");
+    int rbytes = 0;
+    auto rt = staged_type(recvtype, recvcount, &rbytes);
     rhost = std::make_unique<Staged>(rbytes);
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, rhost->p, static_cast<int>(rbytes),
+    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, rhost->p, rbytes,
                            MPI_BYTE, source, recvtag, comm, st);
     if (rc != MPI_SUCCESS) return rc;
     int got = 0;
