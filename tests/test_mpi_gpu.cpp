@@ -160,6 +160,76 @@ TEST_F(MpiGpu, NonBlockingDeviceWindows) {
   MPI_Type_free(&col);
 }
 
+// Persistent requests on device buffers reused in a loop: each start packs the current data.
+TEST_F(MpiGpu, PersistentDeviceRequests) {
+  const int me = rank_of(), other = 1 - me;
+  MPI_Datatype col;
+  MPI_Type_vector(64, 2, 5, MPI_DOUBLE, &col);
+  MPI_Type_commit(&col);
+  const std::size_t n = 64 * 5;
+  Device src(n), dst(n);
+  MPI_Request reqs[2];
+  ASSERT_EQ(MPI_Recv_init(dst.p, 1, col, other, 21, MPI_COMM_WORLD, &reqs[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(src.p, 1, col, other, 21, MPI_COMM_WORLD, &reqs[1]), MPI_SUCCESS);
+  for (int iter = 0; iter < 4; ++iter) {
+    std::vector<double> host = values(me * 10 + iter, n);
+    CUDA_OK(cudaMemcpy(src.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dst.p, 0, n * sizeof(double)));
+    ASSERT_EQ(MPI_Startall(2, reqs), MPI_SUCCESS);
+    if (iter % 2) {
+      ASSERT_EQ(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    } else {
+      ASSERT_EQ(MPI_Wait(&reqs[0], MPI_STATUS_IGNORE), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&reqs[1], MPI_STATUS_IGNORE), MPI_SUCCESS);
+    }
+    std::vector<double> back(n);
+    CUDA_OK(cudaMemcpy(back.data(), dst.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    const std::vector<double> want = values(other * 10 + iter, n);
+    for (std::size_t b = 0; b < 64; ++b)
+      for (std::size_t k = 0; k < 5; ++k)
+        ASSERT_EQ(back[b * 5 + k], k < 2 ? want[b * 5 + k] : 0.0) << "iteration " << iter;
+  }
+  ASSERT_EQ(MPI_Request_free(&reqs[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Request_free(&reqs[1]), MPI_SUCCESS);
+  MPI_Type_free(&col);
+}
+
+// A matched probe and receive into device memory, and an in-place exchange of device data.
+TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
+  const int me = rank_of(), other = 1 - me;
+  const std::size_t n = 600;
+  std::vector<double> host = values(me, n);
+  Device dev(n);
+  CUDA_OK(cudaMemcpy(dev.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  if (me == 0) {
+    ASSERT_EQ(MPI_Send(dev.p, 500, MPI_DOUBLE, 1, 31, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else {
+    MPI_Message msg;
+    MPI_Status st;
+    ASSERT_EQ(MPI_Mprobe(0, 31, MPI_COMM_WORLD, &msg, &st), MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, 500);
+    Device got(n);
+    ASSERT_EQ(MPI_Mrecv(got.p, count, MPI_DOUBLE, &msg, &st), MPI_SUCCESS);
+    std::vector<double> back(500);
+    CUDA_OK(cudaMemcpy(back.data(), got.p, 500 * sizeof(double), cudaMemcpyDeviceToHost));
+    const std::vector<double> want = values(0, n);
+    for (std::size_t i = 0; i < 500; ++i) ASSERT_EQ(back[i], want[i]);
+  }
+  MPI_Datatype col;
+  MPI_Type_vector(200, 1, 3, MPI_DOUBLE, &col);
+  MPI_Type_commit(&col);
+  ASSERT_EQ(MPI_Sendrecv_replace(dev.p, 1, col, other, 32, other, 32, MPI_COMM_WORLD,
+                                 MPI_STATUS_IGNORE),
+            MPI_SUCCESS);
+  std::vector<double> back(n);
+  CUDA_OK(cudaMemcpy(back.data(), dev.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  const std::vector<double> theirs = values(other, n);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], i % 3 == 0 ? theirs[i] : host[i]) << i;
+  MPI_Type_free(&col);
+}
+
 // MPI_Pack of a device buffer gives the bytes MPI_Pack gives for a host copy.
 TEST_F(MpiGpu, PackDeviceBuffer) {
   const std::size_t n = 1000;

@@ -125,6 +125,31 @@ TEST(Interposer, NonBlockingWindows) {
   MPI_Type_free(&col);
 }
 
+// Persistent requests reused in a loop, as halo codes do.
+TEST(Interposer, PersistentRequestsInALoop) {
+  const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  MPI_Datatype col;
+  MPI_Type_vector(32, 1, 3, MPI_INT, &col);
+  MPI_Type_commit(&col);
+  std::vector<int> src(96), dst(96, -1);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  MPI_Request reqs[2];
+  MPI_Recv_init(dst.data(), 1, col, prev, 11, MPI_COMM_WORLD, &reqs[0]);
+  MPI_Send_init(src.data(), 1, col, next, 11, MPI_COMM_WORLD, &reqs[1]);
+  for (int iter = 0; iter < 5; ++iter) {
+    for (int i = 0; i < 96; ++i) src[static_cast<std::size_t>(i)] = me * 1000 + iter * 100 + i;
+    ASSERT_EQ(MPI_Startall(2, reqs), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    for (int b = 0; b < 32; ++b)
+      ASSERT_EQ(dst[static_cast<std::size_t>(3 * b)], prev * 1000 + iter * 100 + 3 * b);
+  }
+  MPI_Request_free(&reqs[0]);
+  MPI_Request_free(&reqs[1]);
+  EXPECT_EQ(reqs[0], MPI_REQUEST_NULL);
+  MPI_Type_free(&col);
+}
+
 TEST(Interposer, TruncationIsReported) {
   const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

@@ -4,17 +4,21 @@
 //
 // This layer covers: initialization, datatype commit/free (every committed type is translated and
 // cached once, at commit, as DESIGN.md says), MPI_Pack/MPI_Unpack on GPU buffers, the blocking
-// point-to-point calls (send, ssend, rsend, recv, sendrecv) and the non-blocking ones (isend,
-// issend, irsend, irecv, completed by every wait and test) with GPU buffers, staged through
+// point-to-point calls (send, bsend, ssend, rsend, recv, mrecv, sendrecv, sendrecv_replace), the
+// non-blocking ones (isend, issend, irsend, irecv, imrecv, completed by every wait and test) and
+// persistent ones (send/ssend/rsend/recv_init, start, startall) with GPU buffers, staged through
 // pinned host memory: the GPU engine packs into it, the system MPI moves it as bytes, the
 // receiver's GPU engine unpacks from it (for a non-blocking receive, when the request completes).
 // Host buffers go straight to PMPI after one pointer check. Matching, ordering, statuses (source,
 // tag, count in bytes, so MPI_Get_count with the receive datatype is right) and truncation errors
 // stay the system MPI's.
 //
-// Not yet here (see issue 4): persistent requests, probe, collectives, CUDA IPC, one-shot and
-// pipelined methods, the pointer-kind cache, progress of staged requests outside wait/test
-// (MPI_Request_free of a staged request waits for it).
+// Probes need nothing: staged messages travel as bytes, so a probe's status counts the bytes and
+// MPI_Get_count with the receive datatype divides them.
+//
+// Not yet here (see issue 4): collectives, CUDA IPC, one-shot and pipelined methods, the
+// pointer-kind cache, progress of staged requests outside wait/test (MPI_Request_free of an
+// active staged request waits for it).
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 #include <ferry/registry.hpp>
@@ -168,9 +172,11 @@ int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MP
 struct Pending {
   void* staging;
   bool recv;
-  void* buf;
+  void* buf;  // the user's GPU buffer: unpacked into (receives), packed from (persistent sends)
   int count;
   std::shared_ptr<const ferry::Type> type;
+  bool persistent = false;  // MPI_*_init: stays in the table until MPI_Request_free
+  bool active = false;      // a persistent request between MPI_Start and its completion
 };
 
 class Requests {
@@ -196,9 +202,16 @@ class Requests {
       std::lock_guard lock(mutex_);
       auto it = table_.find(r);
       if (it == table_.end()) return false;
-      p = std::move(it->second);
-      table_.erase(it);
-      size_.store(table_.size(), std::memory_order_release);
+      if (it->second.persistent) {
+        // Completing an inactive persistent request (MPI returns at once) does nothing.
+        if (!it->second.active) return true;
+        it->second.active = false;
+        p = it->second;
+      } else {
+        p = std::move(it->second);
+        table_.erase(it);
+        size_.store(table_.size(), std::memory_order_release);
+      }
     }
     int cancelled = 0;
     if (p.recv && ok) PMPI_Test_cancelled(st, &cancelled);
@@ -208,8 +221,40 @@ class Requests {
       const i64 elements = p.type->size() ? got / p.type->size() : 0;
       ferry::gpu::unpack(p.staging, p.buf, elements, *p.type);
     }
-    pool().put(p.staging);
+    if (!p.persistent) pool().put(p.staging);
     return true;
+  }
+
+  // MPI_Start of one of our persistent requests: a send packs the user's buffer now. False if
+  // the request is not ours.
+  bool start(MPI_Request r) {
+    Pending p;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = table_.find(r);
+      if (it == table_.end() || !it->second.persistent) return false;
+      it->second.active = true;
+      p = it->second;
+    }
+    if (!p.recv) ferry::gpu::pack(p.buf, p.count, *p.type, p.staging);
+    return true;
+  }
+
+  // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.
+  // Returns 0 if not ours, 1 if freed, 2 if it is active (the caller must complete it first).
+  int forget_persistent(MPI_Request r) {
+    void* staging = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = table_.find(r);
+      if (it == table_.end() || !it->second.persistent) return 0;
+      if (it->second.active) return 2;
+      staging = it->second.staging;
+      table_.erase(it);
+      size_.store(table_.size(), std::memory_order_release);
+    }
+    pool().put(staging);
+    return 1;
   }
 
  private:
@@ -269,6 +314,26 @@ void complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndo
     if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
     requests().complete(orig[static_cast<std::size_t>(i)], &st[indexed_status ? i : k],
                         rc == MPI_ERR_IN_STATUS);
+  }
+}
+
+using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                     MPI_Comm comm, MPI_Request* request) {
+  try {
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    void* host = pool().get(bytes);
+    int rc = init(host, bytes, MPI_BYTE, dest, tag, comm, request);
+    if (rc != MPI_SUCCESS) {
+      pool().put(host);
+      return rc;
+    }
+    requests().add(*request, {host, false, const_cast<void*>(buf), count, t, true, false});
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
   }
 }
 
@@ -378,6 +443,73 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
   return staged_recv(buf, count, type, source, tag, comm, status);
 }
 
+int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (!on_device(buf, count, type)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
+  return staged_send(PMPI_Bsend, buf, count, type, dest, tag, comm);
+}
+
+// A matched receive (after MPI_Mprobe/MPI_Improbe) into GPU memory.
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (!on_device(buf, count, type)) return PMPI_Mrecv(buf, count, type, message, status);
+  try {
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    Staged host(bytes);
+    MPI_Status local;
+    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    int rc = PMPI_Mrecv(host.p, bytes, MPI_BYTE, message, st);
+    if (rc != MPI_SUCCESS) return rc;
+    int got = 0;
+    PMPI_Get_count(st, MPI_BYTE, &got);
+    ferry::gpu::unpack(host.p, buf, t->size() ? got / t->size() : 0, *t);
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+               MPI_Request* request) {
+  if (!on_device(buf, count, type)) return PMPI_Imrecv(buf, count, type, message, request);
+  try {
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    void* host = pool().get(bytes);
+    int rc = PMPI_Imrecv(host, bytes, MPI_BYTE, message, request);
+    if (rc != MPI_SUCCESS) {
+      pool().put(host);
+      return rc;
+    }
+    requests().add(*request, {host, true, buf, count, t});
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
+}
+
+// In-place exchange of GPU data: pack to staging, exchange there, unpack what arrived.
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
+                         int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  if (!on_device(buf, count, type))
+    return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  try {
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    Staged host(bytes);
+    ferry::gpu::pack(buf, count, *t, host.p);
+    MPI_Status local;
+    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
+    if (rc != MPI_SUCCESS) return rc;
+    int got = 0;
+    PMPI_Get_count(st, MPI_BYTE, &got);
+    ferry::gpu::unpack(host.p, buf, t->size() ? got / t->size() : 0, *t);
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
   if (!on_device(buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
@@ -414,6 +546,68 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
+}
+
+int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  if (!on_device(buf, count, type)) return PMPI_Send_init(buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Send_init, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  if (!on_device(buf, count, type))
+    return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Ssend_init, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  if (!on_device(buf, count, type))
+    return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Rsend_init, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  if (!on_device(buf, count, type))
+    return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+  try {
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    void* host = pool().get(bytes);
+    int rc = PMPI_Recv_init(host, bytes, MPI_BYTE, source, tag, comm, request);
+    if (rc != MPI_SUCCESS) {
+      pool().put(host);
+      return rc;
+    }
+    requests().add(*request, {host, true, buf, count, t, true, false});
+    return MPI_SUCCESS;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Start(MPI_Request* request) {
+  if (!requests().empty() && request) {
+    try {
+      requests().start(*request);
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
+  return PMPI_Start(request);
+}
+
+int MPI_Startall(int count, MPI_Request requests_[]) {
+  if (!requests().empty()) {
+    try {
+      for (int i = 0; i < count; ++i) requests().start(requests_[i]);
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
+  return PMPI_Startall(count, requests_);
 }
 
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
@@ -499,6 +693,19 @@ int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indice
 
 // Ferry cannot finish a staged request it no longer sees: freeing one waits for it first.
 int MPI_Request_free(MPI_Request* request) {
+  if (request && *request != MPI_REQUEST_NULL && !requests().empty()) {
+    const MPI_Request r = *request;
+    int state = requests().forget_persistent(r);
+    if (state == 2) {  // active: finish it, then forget it
+      MPI_Status st;
+      MPI_Request copy = r;
+      int rc = PMPI_Wait(&copy, &st);
+      if (rc != MPI_SUCCESS) return rc;
+      requests().complete(r, &st);
+      state = requests().forget_persistent(r);
+    }
+    if (state == 1) return PMPI_Request_free(request);
+  }
   if (request && *request != MPI_REQUEST_NULL && !requests().empty() &&
       requests().contains(*request)) {
     const MPI_Request orig = *request;
