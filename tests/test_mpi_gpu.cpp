@@ -230,6 +230,65 @@ TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
   MPI_Type_free(&col);
 }
 
+// Collectives on device buffers, against the values the host computes.
+TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
+  const int me = rank_of();
+  const std::size_t n = 300;
+  Device a(n * 2), b(n * 2);
+  std::vector<double> mine = values(me, n * 2), back(n * 2);
+  CUDA_OK(cudaMemcpy(a.p, mine.data(), mine.size() * sizeof(double), cudaMemcpyHostToDevice));
+  // Allreduce, then in place.
+  ASSERT_EQ(MPI_Allreduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + 2.0 * static_cast<double>(i));
+  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, a.p, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), a.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + static_cast<double>(i));
+  // Bcast of a strided column from rank 0: only its elements change on rank 1.
+  CUDA_OK(cudaMemcpy(a.p, mine.data(), mine.size() * sizeof(double), cudaMemcpyHostToDevice));
+  MPI_Datatype col;
+  MPI_Type_vector(100, 1, 3, MPI_DOUBLE, &col);
+  MPI_Type_commit(&col);
+  ASSERT_EQ(MPI_Bcast(a.p, 1, col, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), a.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  const std::vector<double> zero = values(0, n * 2);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], i % 3 == 0 ? zero[i] : mine[i]) << i;
+  MPI_Type_free(&col);
+  // Allgather and Alltoall of 150 doubles per rank; Reduce and Gather to rank 1; Scatter from 0.
+  CUDA_OK(cudaMemcpy(a.p, mine.data(), mine.size() * sizeof(double), cudaMemcpyHostToDevice));
+  ASSERT_EQ(MPI_Allgather(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < 150; ++i) {
+    ASSERT_EQ(back[i], values(0, n)[i]);
+    ASSERT_EQ(back[150 + i], values(1, n)[i]);
+  }
+  ASSERT_EQ(MPI_Alltoall(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < 150; ++i) {
+    ASSERT_EQ(back[i], values(0, n)[150 * static_cast<std::size_t>(me) + i]);
+    ASSERT_EQ(back[150 + i], values(1, n)[150 * static_cast<std::size_t>(me) + i]);
+  }
+  CUDA_OK(cudaMemset(b.p, 0, n * 2 * sizeof(double)));
+  ASSERT_EQ(MPI_Reduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  if (me == 1) {
+    CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + 2.0 * static_cast<double>(i));
+  }
+  ASSERT_EQ(MPI_Gather(a.p, 100, MPI_DOUBLE, b.p, 100, MPI_DOUBLE, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  if (me == 1) {
+    CUDA_OK(cudaMemcpy(back.data(), b.p, 200 * sizeof(double), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < 100; ++i) {
+      ASSERT_EQ(back[i], values(0, n)[i]);
+      ASSERT_EQ(back[100 + i], values(1, n)[i]);
+    }
+  }
+  CUDA_OK(cudaMemset(b.p, 0, n * 2 * sizeof(double)));
+  ASSERT_EQ(MPI_Scatter(a.p, 50, MPI_DOUBLE, b.p, 50, MPI_DOUBLE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  CUDA_OK(cudaMemcpy(back.data(), b.p, 50 * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < 50; ++i)
+    ASSERT_EQ(back[i], values(0, n)[50 * static_cast<std::size_t>(me) + i]);
+}
+
 // MPI_Pack of a device buffer gives the bytes MPI_Pack gives for a host copy.
 TEST_F(MpiGpu, PackDeviceBuffer) {
   const std::size_t n = 1000;

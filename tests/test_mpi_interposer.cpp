@@ -150,6 +150,26 @@ TEST(Interposer, PersistentRequestsInALoop) {
   MPI_Type_free(&col);
 }
 
+// Collectives through the interposer on host buffers, with a derived type.
+TEST(Interposer, CollectivesOnHostBuffers) {
+  const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
+  std::vector<double> a(12), b(12, 0.0);
+  for (int i = 0; i < 12; ++i) a[static_cast<std::size_t>(i)] = me + i;
+  ASSERT_EQ(MPI_Allreduce(a.data(), b.data(), 12, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(b[static_cast<std::size_t>(i)], n * i + n * (n - 1) / 2.0);
+  MPI_Datatype col;
+  MPI_Type_vector(4, 1, 3, MPI_DOUBLE, &col);
+  MPI_Type_commit(&col);
+  ASSERT_EQ(MPI_Bcast(a.data(), 1, col, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(a[static_cast<std::size_t>(i)], i % 3 == 0 ? i : me + i);
+  MPI_Type_free(&col);
+  std::vector<int> s(static_cast<std::size_t>(n)), r(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) s[static_cast<std::size_t>(i)] = me * 100 + i;
+  ASSERT_EQ(MPI_Alltoall(s.data(), 1, MPI_INT, r.data(), 1, MPI_INT, MPI_COMM_WORLD), MPI_SUCCESS);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(r[static_cast<std::size_t>(i)], i * 100 + me);
+}
+
 TEST(Interposer, TruncationIsReported) {
   const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

@@ -57,6 +57,9 @@ void unpack(const void* packed, void* origin, i64 count, const Type& type);
 void* alloc_pinned(i64 bytes);
 void free_pinned(void* p) noexcept;
 
+// A synchronous copy between any two memories (cudaMemcpy with cudaMemcpyDefault).
+void copy(void* dst, const void* src, i64 bytes);
+
 enum class Direction { pack, unpack };
 
 // One job of a batch: `count` elements of `type` at `origin`, packed at `packed`.

@@ -27,6 +27,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
+#include <tuple>
 #include <vector>
 #include <map>
 #include <memory>
@@ -111,6 +113,59 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   } catch (const ferry::Error&) {
     return false;  // a type Ferry cannot read: the system MPI decides (and reports) as it would
   }
+}
+
+// A buffer argument of a collective: MPI_IN_PLACE, host memory, or GPU memory that the collective
+// sees through a host mirror with the same layout. The mirror is filled by copying the span the
+// elements cover (inputs); only the type map's bytes go back (outputs), so bytes between the
+// elements, which the application may be changing meanwhile, are never overwritten.
+class Mirror {
+ public:
+  Mirror(const void* buf, int count, MPI_Datatype type, bool copy_in)
+      : user_(const_cast<void*>(buf)), count_(count) {
+    if (buf == MPI_IN_PLACE || !on_device(buf, count, type)) return;
+    type_ = ferry::lookup(type);
+    const i64 reach = (count - 1) * type_->extent();
+    lo_ = type_->true_lb() + (reach < 0 ? reach : 0);
+    const i64 hi = type_->true_lb() + type_->true_extent() + (reach > 0 ? reach : 0);
+    host_.resize(static_cast<std::size_t>(hi - lo_));
+    if (copy_in) ferry::gpu::copy(host_.data(), static_cast<char*>(user_) + lo_, hi - lo_);
+  }
+  bool staged() const { return type_ != nullptr; }
+  void* ptr() { return staged() ? host_.data() - lo_ : user_; }
+  // Writes the elements back to GPU memory (a no-op for host buffers).
+  void write_back() {
+    if (!staged()) return;
+    std::vector<char> packed(static_cast<std::size_t>(ferry::pack_size(count_, *type_)) + 1);
+    i64 pos = 0;
+    ferry::pack(ptr(), count_, *type_, packed.data(), static_cast<i64>(packed.size()), &pos);
+    ferry::gpu::unpack(packed.data(), user_, count_, *type_);
+  }
+
+ private:
+  void* user_;
+  int count_;
+  std::shared_ptr<const ferry::Type> type_;
+  i64 lo_ = 0;
+  std::vector<char> host_;
+};
+
+int comm_size(MPI_Comm comm) {
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  return n;
+}
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  PMPI_Comm_rank(comm, &r);
+  return r;
+}
+
+// True when some buffer of a collective is GPU memory (the rest go through unchanged).
+bool any_device(std::initializer_list<std::tuple<const void*, int, MPI_Datatype>> bufs) {
+  for (const auto& [buf, count, type] : bufs)
+    if (buf != MPI_IN_PLACE && buf != nullptr && on_device(buf, count, type)) return true;
+  return false;
 }
 
 // Reports an error the way MPI would: through the communicator's error handler.
@@ -715,6 +770,145 @@ int MPI_Request_free(MPI_Request* request) {
     return rc;
   }
   return PMPI_Request_free(request);
+}
+
+// Collectives on GPU buffers: each GPU buffer is mirrored in host memory with its own layout, so
+// the system MPI runs the collective (reductions included, on any datatype) unchanged.
+int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (!any_device({{buf, count, type}})) return PMPI_Bcast(buf, count, type, root, comm);
+  try {
+    const bool is_root = comm_rank(comm) == root;
+    Mirror m(buf, count, type, is_root);
+    int rc = PMPI_Bcast(m.ptr(), count, type, root, comm);
+    if (rc == MPI_SUCCESS && !is_root) m.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+namespace {
+using ReduceLike = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+int mirrored_reduce(ReduceLike fn, const void* sendbuf, void* recvbuf, int count,
+                    MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  try {
+    Mirror s(sendbuf, count, type, true);
+    Mirror r(recvbuf, count, type, sendbuf == MPI_IN_PLACE);
+    int rc = fn(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), r.ptr(), count, type, op, comm);
+    if (rc == MPI_SUCCESS) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+}  // namespace
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
+    return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  return mirrored_reduce(PMPI_Allreduce, sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+             MPI_Comm comm) {
+  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
+    return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+  return mirrored_reduce(PMPI_Scan, sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+               MPI_Comm comm) {
+  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
+    return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+  return mirrored_reduce(PMPI_Exscan, sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+               int root, MPI_Comm comm) {
+  const bool is_root = comm_rank(comm) == root;
+  if (!any_device({{sendbuf, count, type}, {is_root ? recvbuf : nullptr, count, type}}))
+    return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+  try {
+    Mirror s(sendbuf, count, type, true);
+    Mirror r(is_root ? recvbuf : nullptr, is_root ? count : 0, type, sendbuf == MPI_IN_PLACE);
+    int rc = PMPI_Reduce(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), is_root ? r.ptr() : recvbuf,
+                         count, type, op, root, comm);
+    if (rc == MPI_SUCCESS && is_root) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const int n = comm_size(comm);
+  if (!any_device({{sendbuf, sendcount, sendtype}, {recvbuf, recvcount * n, recvtype}}))
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  try {
+    Mirror s(sendbuf, sendcount, sendtype, true);
+    Mirror r(recvbuf, recvcount * n, recvtype, sendbuf == MPI_IN_PLACE);
+    int rc = PMPI_Allgather(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
+                            r.ptr(), recvcount, recvtype, comm);
+    if (rc == MPI_SUCCESS) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const int n = comm_size(comm);
+  if (!any_device({{sendbuf, sendcount * n, sendtype}, {recvbuf, recvcount * n, recvtype}}))
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  try {
+    Mirror s(sendbuf, sendcount * n, sendtype, true);
+    Mirror r(recvbuf, recvcount * n, recvtype, sendbuf == MPI_IN_PLACE);
+    int rc = PMPI_Alltoall(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
+                           r.ptr(), recvcount, recvtype, comm);
+    if (rc == MPI_SUCCESS) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const bool is_root = comm_rank(comm) == root;
+  const int rn = is_root ? recvcount * comm_size(comm) : 0;
+  if (!any_device({{sendbuf, sendcount, sendtype}, {is_root ? recvbuf : nullptr, rn, recvtype}}))
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  try {
+    Mirror s(sendbuf, sendcount, sendtype, true);
+    Mirror r(is_root ? recvbuf : nullptr, rn, recvtype, sendbuf == MPI_IN_PLACE);
+    int rc = PMPI_Gather(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
+                         is_root ? r.ptr() : recvbuf, recvcount, recvtype, root, comm);
+    if (rc == MPI_SUCCESS && is_root) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  const bool is_root = comm_rank(comm) == root;
+  const int sn = is_root ? sendcount * comm_size(comm) : 0;
+  if (!any_device({{is_root ? sendbuf : nullptr, sn, sendtype}, {recvbuf, recvcount, recvtype}}))
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  try {
+    Mirror s(is_root ? sendbuf : nullptr, sn, sendtype, true);
+    Mirror r(recvbuf, recvcount, recvtype, false);
+    int rc = PMPI_Scatter(is_root ? s.ptr() : sendbuf, sendcount, sendtype, r.ptr(), recvcount,
+                          recvtype, root, comm);
+    if (rc == MPI_SUCCESS && recvbuf != MPI_IN_PLACE) r.write_back();
+    return rc;
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
 }
 
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,

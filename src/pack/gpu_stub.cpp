@@ -15,6 +15,7 @@ bool available() noexcept { return false; }
 Memory memory_of(const void*) { return Memory::host; }
 void* alloc_pinned(i64) { no_cuda(); }
 void free_pinned(void*) noexcept {}
+void copy(void*, const void*, i64) { no_cuda(); }
 void pack_async(const void*, i64, const Type&, void*, Stream, Event) { no_cuda(); }
 void unpack_async(const void*, void*, i64, const Type&, Stream, Event) { no_cuda(); }
 void pack(const void*, i64, const Type&, void*) { no_cuda(); }

@@ -296,6 +296,12 @@ void free_pinned(void* p) noexcept {
   if (p) cudaFreeHost(p);
 }
 
+void copy(void* dst, const void* src, i64 bytes) {
+  if (bytes < 0) fail(MPI_ERR_ARG, "negative copy size");
+  if (bytes > 0)
+    FERRY_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+}
+
 void pack_async(const void* origin, i64 count, const Type& type, void* packed, Stream stream,
                 Event done) {
   move(true, origin, count, type, packed, stream, done);
