@@ -16,9 +16,12 @@
 // Probes need nothing: staged messages travel as bytes, so a probe's status counts the bytes and
 // MPI_Get_count with the receive datatype divides them.
 //
-// Not yet here (see issue 4): collectives, CUDA IPC, one-shot and pipelined methods, the
-// pointer-kind cache, progress of staged requests outside wait/test (MPI_Request_free of an
-// active staged request waits for it).
+// Collectives (bcast, reduce, allreduce, scan, exscan, allgather, alltoall, gather, scatter) see
+// each GPU buffer through a host mirror with the same layout.
+//
+// Not yet here (see issue 4): the v/w and reduce_scatter collectives, non-blocking and neighbor
+// collectives, CUDA IPC, one-shot and pipelined methods, the pointer-kind cache, progress of
+// staged requests outside wait/test (MPI_Request_free of an active staged request waits for it).
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 #include <ferry/registry.hpp>
