@@ -100,7 +100,15 @@ StagingPool& pool() {
 struct Staged {
   void* p;
   explicit Staged(i64 bytes) : p(pool().get(bytes)) {}
-  ~Staged() { pool().put(p); }
+  ~Staged() {
+    if (p) pool().put(p);
+  }
+  // Hands the buffer over to a request, which returns it when it completes.
+  void* release() {
+    void* q = p;
+    p = nullptr;
+    return q;
+  }
   Staged(const Staged&) = delete;
   Staged& operator=(const Staged&) = delete;
 };
@@ -187,6 +195,14 @@ std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int
   return t;
 }
 
+// Unpacks into GPU memory the whole elements of a staged receive that arrived (a shorter message
+// is legal; MPI_Get_elements on the status still sees every byte).
+void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type) {
+  int got = 0;
+  PMPI_Get_count(st, MPI_BYTE, &got);
+  ferry::gpu::unpack(staging, buf, type.size() ? got / type.size() : 0, type);
+}
+
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 
 // A blocking send of GPU data: pack into staging, send the bytes.
@@ -214,11 +230,7 @@ int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MP
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Recv(host.p, bytes, MPI_BYTE, source, tag, comm, st);
     if (rc != MPI_SUCCESS) return rc;
-    int got = 0;
-    PMPI_Get_count(st, MPI_BYTE, &got);
-    // Whole elements that arrived (a shorter message is legal; MPI_Get_elements sees the rest).
-    const i64 elements = t->size() ? got / t->size() : 0;
-    ferry::gpu::unpack(host.p, buf, elements, *t);
+    unpack_arrived(host.p, st, buf, *t);
     return MPI_SUCCESS;
   } catch (const ferry::Error& e) {
     return report(comm, e);
@@ -273,12 +285,7 @@ class Requests {
     }
     int cancelled = 0;
     if (p.recv && ok) PMPI_Test_cancelled(st, &cancelled);
-    if (p.recv && !cancelled && ok) {
-      int got = 0;
-      PMPI_Get_count(st, MPI_BYTE, &got);
-      const i64 elements = p.type->size() ? got / p.type->size() : 0;
-      ferry::gpu::unpack(p.staging, p.buf, elements, *p.type);
-    }
+    if (p.recv && !cancelled && ok) unpack_arrived(p.staging, st, p.buf, *p.type);
     if (!p.persistent) pool().put(p.staging);
     return true;
   }
@@ -326,6 +333,19 @@ Requests& requests() {
   return *r;
 }
 
+// Starts a staged request: packs the GPU data now (sends), `post` issues the PMPI call on the
+// staging buffer, and the request is recorded; on any failure the buffer goes back to the pool.
+template <class Post>
+int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request, Post post) {
+  Staged host(bytes);
+  if (pack_now) ferry::gpu::pack(pending.buf, pending.count, *pending.type, host.p);
+  int rc = post(host.p);
+  if (rc != MPI_SUCCESS) return rc;
+  pending.staging = host.release();
+  requests().add(*request, std::move(pending));
+  return MPI_SUCCESS;
+}
+
 using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
 int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, int dest, int tag,
@@ -333,20 +353,8 @@ int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, i
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    void* host = pool().get(bytes);
-    try {
-      ferry::gpu::pack(buf, count, *t, host);
-    } catch (...) {
-      pool().put(host);
-      throw;
-    }
-    int rc = isend(host, bytes, MPI_BYTE, dest, tag, comm, request);
-    if (rc != MPI_SUCCESS) {
-      pool().put(host);
-      return rc;
-    }
-    requests().add(*request, {host, false, nullptr, 0, t});
-    return MPI_SUCCESS;
+    return post_staged(bytes, {nullptr, false, const_cast<void*>(buf), count, t}, true, request,
+                       [&](void* host) { return isend(host, bytes, MPI_BYTE, dest, tag, comm, request); });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -382,14 +390,9 @@ int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type,
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    void* host = pool().get(bytes);
-    int rc = init(host, bytes, MPI_BYTE, dest, tag, comm, request);
-    if (rc != MPI_SUCCESS) {
-      pool().put(host);
-      return rc;
-    }
-    requests().add(*request, {host, false, const_cast<void*>(buf), count, t, true, false});
-    return MPI_SUCCESS;
+    return post_staged(bytes, {nullptr, false, const_cast<void*>(buf), count, t, true, false}, false,
+                       request,
+                       [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -517,9 +520,7 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Mrecv(host.p, bytes, MPI_BYTE, message, st);
     if (rc != MPI_SUCCESS) return rc;
-    int got = 0;
-    PMPI_Get_count(st, MPI_BYTE, &got);
-    ferry::gpu::unpack(host.p, buf, t->size() ? got / t->size() : 0, *t);
+    unpack_arrived(host.p, st, buf, *t);
     return MPI_SUCCESS;
   } catch (const ferry::Error& e) {
     return report(MPI_COMM_WORLD, e);
@@ -532,14 +533,9 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    void* host = pool().get(bytes);
-    int rc = PMPI_Imrecv(host, bytes, MPI_BYTE, message, request);
-    if (rc != MPI_SUCCESS) {
-      pool().put(host);
-      return rc;
-    }
-    requests().add(*request, {host, true, buf, count, t});
-    return MPI_SUCCESS;
+    return post_staged(bytes, {nullptr, true, buf, count, t}, false, request, [&](void* host) {
+      return PMPI_Imrecv(host, bytes, MPI_BYTE, message, request);
+    });
   } catch (const ferry::Error& e) {
     return report(MPI_COMM_WORLD, e);
   }
@@ -559,9 +555,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
     if (rc != MPI_SUCCESS) return rc;
-    int got = 0;
-    PMPI_Get_count(st, MPI_BYTE, &got);
-    ferry::gpu::unpack(host.p, buf, t->size() ? got / t->size() : 0, *t);
+    unpack_arrived(host.p, st, buf, *t);
     return MPI_SUCCESS;
   } catch (const ferry::Error& e) {
     return report(comm, e);
@@ -593,14 +587,9 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    void* host = pool().get(bytes);
-    int rc = PMPI_Irecv(host, bytes, MPI_BYTE, source, tag, comm, request);
-    if (rc != MPI_SUCCESS) {
-      pool().put(host);
-      return rc;
-    }
-    requests().add(*request, {host, true, buf, count, t});
-    return MPI_SUCCESS;
+    return post_staged(bytes, {nullptr, true, buf, count, t}, false, request, [&](void* host) {
+      return PMPI_Irecv(host, bytes, MPI_BYTE, source, tag, comm, request);
+    });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -633,14 +622,10 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, 
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    void* host = pool().get(bytes);
-    int rc = PMPI_Recv_init(host, bytes, MPI_BYTE, source, tag, comm, request);
-    if (rc != MPI_SUCCESS) {
-      pool().put(host);
-      return rc;
-    }
-    requests().add(*request, {host, true, buf, count, t, true, false});
-    return MPI_SUCCESS;
+    return post_staged(bytes, {nullptr, true, buf, count, t, true, false}, false, request,
+                       [&](void* host) {
+                         return PMPI_Recv_init(host, bytes, MPI_BYTE, source, tag, comm, request);
+                       });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -949,9 +934,7 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
     int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, rhost->p, rbytes,
                            MPI_BYTE, source, recvtag, comm, st);
     if (rc != MPI_SUCCESS) return rc;
-    int got = 0;
-    PMPI_Get_count(st, MPI_BYTE, &got);
-    ferry::gpu::unpack(rhost->p, recvbuf, rt->size() ? got / rt->size() : 0, *rt);
+    unpack_arrived(rhost->p, st, recvbuf, *rt);
     return MPI_SUCCESS;
   } catch (const ferry::Error& e) {
     return report(comm, e);
