@@ -22,186 +22,16 @@
 // Not yet here (see issue 4): the v/w and reduce_scatter collectives, non-blocking and neighbor
 // collectives, CUDA IPC, one-shot and pipelined methods, the pointer-kind cache, progress of
 // staged requests outside wait/test (MPI_Request_free of an active staged request waits for it).
-#include <ferry/gpu.hpp>
-#include <ferry/pack.hpp>
-#include <ferry/registry.hpp>
-#include <mpi.h>
+#include "mpi/common.hpp"
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
-#include <tuple>
-#include <vector>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <string>
+#include <vector>
 
 namespace {
 
-using ferry::i64;
-
-bool verbose() {
-  static const bool v = [] {
-    const char* e = std::getenv("FERRY_MPI_VERBOSE");
-    return e && *e && *e != '0';
-  }();
-  return v;
-}
-
-// Pinned host buffers for staging, kept in power-of-two size classes and reused.
-class StagingPool {
- public:
-  void* get(i64 bytes) {
-    const i64 size = round_up(bytes);
-    {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
-        return p;
-      }
-    }
-    void* p = ferry::gpu::alloc_pinned(size);
-    std::lock_guard lock(mutex_);
-    sizes_[p] = size;
-    return p;
-  }
-  void put(void* p) {
-    std::lock_guard lock(mutex_);
-    free_.emplace(sizes_.at(p), p);
-  }
-  void release_all() {
-    std::lock_guard lock(mutex_);
-    for (auto& [p, size] : sizes_) ferry::gpu::free_pinned(p);
-    sizes_.clear();
-    free_.clear();
-  }
-
- private:
-  static i64 round_up(i64 bytes) {
-    i64 size = 4096;
-    while (size < bytes) size *= 2;
-    return size;
-  }
-  std::mutex mutex_;
-  std::multimap<i64, void*> free_;
-  std::map<void*, i64> sizes_;
-};
-
-StagingPool& pool() {
-  static auto* p = new StagingPool();
-  return *p;
-}
-
-// A staging buffer for the length of one call.
-struct Staged {
-  void* p;
-  explicit Staged(i64 bytes) : p(pool().get(bytes)) {}
-  ~Staged() {
-    if (p) pool().put(p);
-  }
-  // Hands the buffer over to a request, which returns it when it completes.
-  void* release() {
-    void* q = p;
-    p = nullptr;
-    return q;
-  }
-  Staged(const Staged&) = delete;
-  Staged& operator=(const Staged&) = delete;
-};
-
-// The buffer holds `count` elements of `type` in device (or managed) memory.
-bool on_device(const void* buf, int count, MPI_Datatype type) {
-  if (count <= 0 || !ferry::gpu::available()) return false;
-  try {
-    auto t = ferry::lookup(type);
-    if (t->size() == 0) return false;
-    auto m = ferry::gpu::memory_of(static_cast<const char*>(buf) + t->data_lb(count));
-    return m == ferry::gpu::Memory::device || m == ferry::gpu::Memory::managed;
-  } catch (const ferry::Error&) {
-    return false;  // a type Ferry cannot read: the system MPI decides (and reports) as it would
-  }
-}
-
-// A buffer argument of a collective: MPI_IN_PLACE, host memory, or GPU memory that the collective
-// sees through a host mirror with the same layout. The mirror is filled by copying the span the
-// elements cover (inputs); only the type map's bytes go back (outputs), so bytes between the
-// elements, which the application may be changing meanwhile, are never overwritten.
-class Mirror {
- public:
-  Mirror(const void* buf, int count, MPI_Datatype type, bool copy_in)
-      : user_(const_cast<void*>(buf)), count_(count) {
-    if (buf == MPI_IN_PLACE || !on_device(buf, count, type)) return;
-    type_ = ferry::lookup(type);
-    const i64 reach = (count - 1) * type_->extent();
-    lo_ = type_->true_lb() + (reach < 0 ? reach : 0);
-    const i64 hi = type_->true_lb() + type_->true_extent() + (reach > 0 ? reach : 0);
-    host_.resize(static_cast<std::size_t>(hi - lo_));
-    if (copy_in) ferry::gpu::copy(host_.data(), static_cast<char*>(user_) + lo_, hi - lo_);
-  }
-  bool staged() const { return type_ != nullptr; }
-  void* ptr() { return staged() ? host_.data() - lo_ : user_; }
-  // Writes the elements back to GPU memory (a no-op for host buffers).
-  void write_back() {
-    if (!staged()) return;
-    std::vector<char> packed(static_cast<std::size_t>(ferry::pack_size(count_, *type_)) + 1);
-    i64 pos = 0;
-    ferry::pack(ptr(), count_, *type_, packed.data(), static_cast<i64>(packed.size()), &pos);
-    ferry::gpu::unpack(packed.data(), user_, count_, *type_);
-  }
-
- private:
-  void* user_;
-  int count_;
-  std::shared_ptr<const ferry::Type> type_;
-  i64 lo_ = 0;
-  std::vector<char> host_;
-};
-
-int comm_size(MPI_Comm comm) {
-  int n = 0;
-  PMPI_Comm_size(comm, &n);
-  return n;
-}
-int comm_rank(MPI_Comm comm) {
-  int r = 0;
-  PMPI_Comm_rank(comm, &r);
-  return r;
-}
-
-// True when some buffer of a collective is GPU memory (the rest go through unchanged).
-bool any_device(std::initializer_list<std::tuple<const void*, int, MPI_Datatype>> bufs) {
-  for (const auto& [buf, count, type] : bufs)
-    if (buf != MPI_IN_PLACE && buf != nullptr && on_device(buf, count, type)) return true;
-  return false;
-}
-
-// Reports an error the way MPI would: through the communicator's error handler.
-int report(MPI_Comm comm, const ferry::Error& e) {
-  if (verbose()) std::fprintf(stderr, "ferry-mpi: %s\n", e.what());
-  PMPI_Comm_call_errhandler(comm, e.mpi_error_class());
-  return e.mpi_error_class();
-}
-
-// The committed type and the packed size of `count` of it, which travels as an int count of bytes.
-std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes) {
-  auto t = ferry::lookup(type);
-  const i64 n = ferry::pack_size(count, *t);
-  if (n > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "staged message over 2 GiB");
-  *bytes = static_cast<int>(n);
-  return t;
-}
-
-// Unpacks into GPU memory the whole elements of a staged receive that arrived (a shorter message
-// is legal; MPI_Get_elements on the status still sees every byte).
-void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type) {
-  int got = 0;
-  PMPI_Get_count(st, MPI_BYTE, &got);
-  ferry::gpu::unpack(staging, buf, type.size() ? got / type.size() : 0, type);
-}
+using namespace ferry::mpi_detail;
 
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 
@@ -237,115 +67,6 @@ int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MP
   }
 }
 
-// Non-blocking calls on GPU buffers: their staging buffers, and for receives what to unpack where,
-// until a wait or test completes the request.
-struct Pending {
-  void* staging;
-  bool recv;
-  void* buf;  // the user's GPU buffer: unpacked into (receives), packed from (persistent sends)
-  int count;
-  std::shared_ptr<const ferry::Type> type;
-  bool persistent = false;  // MPI_*_init: stays in the table until MPI_Request_free
-  bool active = false;      // a persistent request between MPI_Start and its completion
-};
-
-class Requests {
- public:
-  void add(MPI_Request r, Pending p) {
-    std::lock_guard lock(mutex_);
-    table_.emplace(r, std::move(p));
-    size_.store(table_.size(), std::memory_order_release);
-  }
-  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
-  bool contains(MPI_Request r) {
-    std::lock_guard lock(mutex_);
-    return table_.count(r) != 0;
-  }
-  // Finishes a completed request that was ours (unpacks a receive); false if it was not ours.
-  // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how
-  // its request ended (otherwise MPI leaves that field unset and success is implied).
-  bool complete(MPI_Request r, const MPI_Status* st, bool errors_in_status = false) {
-    if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return false;  // still active
-    const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
-    Pending p;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = table_.find(r);
-      if (it == table_.end()) return false;
-      if (it->second.persistent) {
-        // Completing an inactive persistent request (MPI returns at once) does nothing.
-        if (!it->second.active) return true;
-        it->second.active = false;
-        p = it->second;
-      } else {
-        p = std::move(it->second);
-        table_.erase(it);
-        size_.store(table_.size(), std::memory_order_release);
-      }
-    }
-    int cancelled = 0;
-    if (p.recv && ok) PMPI_Test_cancelled(st, &cancelled);
-    if (p.recv && !cancelled && ok) unpack_arrived(p.staging, st, p.buf, *p.type);
-    if (!p.persistent) pool().put(p.staging);
-    return true;
-  }
-
-  // MPI_Start of one of our persistent requests: a send packs the user's buffer now. False if
-  // the request is not ours.
-  bool start(MPI_Request r) {
-    Pending p;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = table_.find(r);
-      if (it == table_.end() || !it->second.persistent) return false;
-      it->second.active = true;
-      p = it->second;
-    }
-    if (!p.recv) ferry::gpu::pack(p.buf, p.count, *p.type, p.staging);
-    return true;
-  }
-
-  // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.
-  // Returns 0 if not ours, 1 if freed, 2 if it is active (the caller must complete it first).
-  int forget_persistent(MPI_Request r) {
-    void* staging = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = table_.find(r);
-      if (it == table_.end() || !it->second.persistent) return 0;
-      if (it->second.active) return 2;
-      staging = it->second.staging;
-      table_.erase(it);
-      size_.store(table_.size(), std::memory_order_release);
-    }
-    pool().put(staging);
-    return 1;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<MPI_Request, Pending> table_;
-  std::atomic<std::size_t> size_{0};
-};
-
-Requests& requests() {
-  static auto* r = new Requests();
-  return *r;
-}
-
-// Starts a staged request: packs the GPU data now (sends), `post` issues the PMPI call on the
-// staging buffer, and the request is recorded; on any failure the buffer goes back to the pool.
-template <class Post>
-int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request, Post post) {
-  Staged host(bytes);
-  if (pack_now) ferry::gpu::pack(pending.buf, pending.count, *pending.type, host.p);
-  int rc = post(host.p);
-  if (rc != MPI_SUCCESS) return rc;
-  pending.staging = host.release();
-  requests().add(*request, std::move(pending));
-  return MPI_SUCCESS;
-}
-
 using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
 int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, int dest, int tag,
@@ -353,24 +74,12 @@ int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, i
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, {nullptr, false, const_cast<void*>(buf), count, t}, true, request,
+    return post_staged(bytes, staged_pending(false, buf, count, t), true, request,
                        [&](void* host) { return isend(host, bytes, MPI_BYTE, dest, tag, comm, request); });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
 }
-
-// The statuses a completion needs, also when the caller ignores them.
-struct Statuses {
-  std::vector<MPI_Status> local;
-  MPI_Status* use;
-  Statuses(int n, MPI_Status* given) : use(given) {
-    if (given == MPI_STATUSES_IGNORE) {
-      local.resize(static_cast<std::size_t>(n > 0 ? n : 1));
-      use = local.data();
-    }
-  }
-};
 
 // Completes our requests among those PMPI just finished: `done` indices into `orig`.
 void complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone,
@@ -390,7 +99,7 @@ int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type,
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, {nullptr, false, const_cast<void*>(buf), count, t, true, false}, false,
+    return post_staged(bytes, staged_pending(false, buf, count, t, true), false,
                        request,
                        [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
   } catch (const ferry::Error& e) {
@@ -533,7 +242,7 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, {nullptr, true, buf, count, t}, false, request, [&](void* host) {
+    return post_staged(bytes, staged_pending(true, buf, count, t), false, request, [&](void* host) {
       return PMPI_Imrecv(host, bytes, MPI_BYTE, message, request);
     });
   } catch (const ferry::Error& e) {
@@ -587,7 +296,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, {nullptr, true, buf, count, t}, false, request, [&](void* host) {
+    return post_staged(bytes, staged_pending(true, buf, count, t), false, request, [&](void* host) {
       return PMPI_Irecv(host, bytes, MPI_BYTE, source, tag, comm, request);
     });
   } catch (const ferry::Error& e) {
@@ -622,7 +331,7 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, 
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, {nullptr, true, buf, count, t, true, false}, false, request,
+    return post_staged(bytes, staged_pending(true, buf, count, t, true), false, request,
                        [&](void* host) {
                          return PMPI_Recv_init(host, bytes, MPI_BYTE, source, tag, comm, request);
                        });
@@ -758,145 +467,6 @@ int MPI_Request_free(MPI_Request* request) {
     return rc;
   }
   return PMPI_Request_free(request);
-}
-
-// Collectives on GPU buffers: each GPU buffer is mirrored in host memory with its own layout, so
-// the system MPI runs the collective (reductions included, on any datatype) unchanged.
-int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  if (!any_device({{buf, count, type}})) return PMPI_Bcast(buf, count, type, root, comm);
-  try {
-    const bool is_root = comm_rank(comm) == root;
-    Mirror m(buf, count, type, is_root);
-    int rc = PMPI_Bcast(m.ptr(), count, type, root, comm);
-    if (rc == MPI_SUCCESS && !is_root) m.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-
-namespace {
-using ReduceLike = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
-int mirrored_reduce(ReduceLike fn, const void* sendbuf, void* recvbuf, int count,
-                    MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  try {
-    Mirror s(sendbuf, count, type, true);
-    Mirror r(recvbuf, count, type, sendbuf == MPI_IN_PLACE);
-    int rc = fn(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), r.ptr(), count, type, op, comm);
-    if (rc == MPI_SUCCESS) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-}  // namespace
-
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
-  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
-    return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-  return mirrored_reduce(PMPI_Allreduce, sendbuf, recvbuf, count, type, op, comm);
-}
-
-int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-             MPI_Comm comm) {
-  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
-    return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
-  return mirrored_reduce(PMPI_Scan, sendbuf, recvbuf, count, type, op, comm);
-}
-
-int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               MPI_Comm comm) {
-  if (!any_device({{sendbuf, count, type}, {recvbuf, count, type}}))
-    return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
-  return mirrored_reduce(PMPI_Exscan, sendbuf, recvbuf, count, type, op, comm);
-}
-
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               int root, MPI_Comm comm) {
-  const bool is_root = comm_rank(comm) == root;
-  if (!any_device({{sendbuf, count, type}, {is_root ? recvbuf : nullptr, count, type}}))
-    return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-  try {
-    Mirror s(sendbuf, count, type, true);
-    Mirror r(is_root ? recvbuf : nullptr, is_root ? count : 0, type, sendbuf == MPI_IN_PLACE);
-    int rc = PMPI_Reduce(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), is_root ? r.ptr() : recvbuf,
-                         count, type, op, root, comm);
-    if (rc == MPI_SUCCESS && is_root) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const int n = comm_size(comm);
-  if (!any_device({{sendbuf, sendcount, sendtype}, {recvbuf, recvcount * n, recvtype}}))
-    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  try {
-    Mirror s(sendbuf, sendcount, sendtype, true);
-    Mirror r(recvbuf, recvcount * n, recvtype, sendbuf == MPI_IN_PLACE);
-    int rc = PMPI_Allgather(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
-                            r.ptr(), recvcount, recvtype, comm);
-    if (rc == MPI_SUCCESS) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  const int n = comm_size(comm);
-  if (!any_device({{sendbuf, sendcount * n, sendtype}, {recvbuf, recvcount * n, recvtype}}))
-    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  try {
-    Mirror s(sendbuf, sendcount * n, sendtype, true);
-    Mirror r(recvbuf, recvcount * n, recvtype, sendbuf == MPI_IN_PLACE);
-    int rc = PMPI_Alltoall(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
-                           r.ptr(), recvcount, recvtype, comm);
-    if (rc == MPI_SUCCESS) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-
-int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const bool is_root = comm_rank(comm) == root;
-  const int rn = is_root ? recvcount * comm_size(comm) : 0;
-  if (!any_device({{sendbuf, sendcount, sendtype}, {is_root ? recvbuf : nullptr, rn, recvtype}}))
-    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  try {
-    Mirror s(sendbuf, sendcount, sendtype, true);
-    Mirror r(is_root ? recvbuf : nullptr, rn, recvtype, sendbuf == MPI_IN_PLACE);
-    int rc = PMPI_Gather(sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : s.ptr(), sendcount, sendtype,
-                         is_root ? r.ptr() : recvbuf, recvcount, recvtype, root, comm);
-    if (rc == MPI_SUCCESS && is_root) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
-}
-
-int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  const bool is_root = comm_rank(comm) == root;
-  const int sn = is_root ? sendcount * comm_size(comm) : 0;
-  if (!any_device({{is_root ? sendbuf : nullptr, sn, sendtype}, {recvbuf, recvcount, recvtype}}))
-    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-  try {
-    Mirror s(is_root ? sendbuf : nullptr, sn, sendtype, true);
-    Mirror r(recvbuf, recvcount, recvtype, false);
-    int rc = PMPI_Scatter(is_root ? s.ptr() : sendbuf, sendcount, sendtype, r.ptr(), recvcount,
-                          recvtype, root, comm);
-    if (rc == MPI_SUCCESS && recvbuf != MPI_IN_PLACE) r.write_back();
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
 }
 
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,

@@ -1,0 +1,237 @@
+#include "mpi/common.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace ferry::mpi_detail {
+
+bool verbose() {
+  static const bool v = [] {
+    const char* e = std::getenv("FERRY_MPI_VERBOSE");
+    return e && *e && *e != '0';
+  }();
+  return v;
+}
+
+namespace {
+i64 size_class(i64 bytes) {
+  i64 size = 4096;
+  while (size < bytes) size *= 2;
+  return size;
+}
+}  // namespace
+
+void* StagingPool::get(i64 bytes) {
+  const i64 size = size_class(bytes);
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(size);
+    if (it != free_.end()) {
+      void* p = it->second;
+      free_.erase(it);
+      return p;
+    }
+  }
+  void* p = ferry::gpu::alloc_pinned(size);
+  std::lock_guard lock(mutex_);
+  sizes_[p] = size;
+  return p;
+}
+
+void StagingPool::put(void* p) {
+  if (!p) return;
+  std::lock_guard lock(mutex_);
+  free_.emplace(sizes_.at(p), p);
+}
+
+void StagingPool::release_all() {
+  std::lock_guard lock(mutex_);
+  for (auto& [p, size] : sizes_) ferry::gpu::free_pinned(p);
+  sizes_.clear();
+  free_.clear();
+}
+
+StagingPool& pool() {
+  static auto* p = new StagingPool();
+  return *p;
+}
+
+bool on_device(const void* buf, int count, MPI_Datatype type) {
+  if (count <= 0 || !ferry::gpu::available()) return false;
+  try {
+    auto t = ferry::lookup(type);
+    if (t->size() == 0) return false;
+    auto m = ferry::gpu::memory_of(static_cast<const char*>(buf) + t->data_lb(count));
+    return m == ferry::gpu::Memory::device || m == ferry::gpu::Memory::managed;
+  } catch (const ferry::Error&) {
+    return false;  // a type Ferry cannot read: the system MPI decides (and reports) as it would
+  }
+}
+
+bool any_device(std::initializer_list<std::tuple<const void*, int, MPI_Datatype>> bufs) {
+  for (const auto& [buf, count, type] : bufs)
+    if (buf != MPI_IN_PLACE && buf != nullptr && on_device(buf, count, type)) return true;
+  return false;
+}
+
+Mirror::Mirror(const void* buf, int count, MPI_Datatype type, bool copy_in)
+    : user_(const_cast<void*>(buf)), mpi_type_(type), blocks_{{0, count}} {
+  if (buf == MPI_IN_PLACE || !on_device(buf, count, type)) return;
+  init(copy_in);
+}
+
+Mirror::Mirror(const void* buf, MPI_Datatype type, std::vector<std::pair<i64, i64>> blocks,
+               bool copy_in)
+    : user_(const_cast<void*>(buf)), mpi_type_(type), blocks_(std::move(blocks)) {
+  if (buf == MPI_IN_PLACE || buf == nullptr) return;
+  bool dev = false;
+  for (auto& [first, n] : blocks_) {
+    if (n <= 0) continue;
+    auto t = ferry::lookup(type);
+    dev = on_device(static_cast<const char*>(buf) + first * t->extent(), static_cast<int>(n), type);
+    break;
+  }
+  if (dev) init(copy_in);
+}
+
+void Mirror::init(bool copy_in) {
+  type_ = ferry::lookup(mpi_type_);
+  bool any = false;
+  i64 lo = 0, hi = 0;
+  for (auto& [first, n] : blocks_) {
+    if (n <= 0) continue;
+    const i64 base = first * type_->extent();
+    const i64 reach = (n - 1) * type_->extent();
+    const i64 b_lo = base + type_->true_lb() + (reach < 0 ? reach : 0);
+    const i64 b_hi = base + type_->true_lb() + type_->true_extent() + (reach > 0 ? reach : 0);
+    lo = any ? std::min(lo, b_lo) : b_lo;
+    hi = any ? std::max(hi, b_hi) : b_hi;
+    any = true;
+  }
+  if (!any) {
+    type_ = nullptr;
+    return;
+  }
+  lo_ = lo;
+  host_.resize(static_cast<std::size_t>(hi - lo));
+  if (copy_in) ferry::gpu::copy(host_.data(), static_cast<char*>(user_) + lo, hi - lo);
+}
+
+void Mirror::write_back() {
+  if (!staged()) return;
+  std::vector<char> packed;
+  for (auto& [first, n] : blocks_) {
+    if (n <= 0) continue;
+    const i64 offset = first * type_->extent();
+    packed.resize(static_cast<std::size_t>(ferry::pack_size(n, *type_)) + 1);
+    i64 pos = 0;
+    ferry::pack(static_cast<char*>(ptr()) + offset, n, *type_, packed.data(),
+                static_cast<i64>(packed.size()), &pos);
+    ferry::gpu::unpack(packed.data(), static_cast<char*>(user_) + offset, n, *type_);
+  }
+}
+
+int comm_size(MPI_Comm comm) {
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  return n;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  PMPI_Comm_rank(comm, &r);
+  return r;
+}
+
+int report(MPI_Comm comm, const ferry::Error& e) {
+  if (verbose()) std::fprintf(stderr, "ferry-mpi: %s\n", e.what());
+  PMPI_Comm_call_errhandler(comm, e.mpi_error_class());
+  return e.mpi_error_class();
+}
+
+std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes) {
+  auto t = ferry::lookup(type);
+  const i64 n = ferry::pack_size(count, *t);
+  if (n > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "staged message over 2 GiB");
+  *bytes = static_cast<int>(n);
+  return t;
+}
+
+void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type) {
+  int got = 0;
+  PMPI_Get_count(st, MPI_BYTE, &got);
+  ferry::gpu::unpack(staging, buf, type.size() ? got / type.size() : 0, type);
+}
+
+void Requests::add(MPI_Request r, Pending p) {
+  std::lock_guard lock(mutex_);
+  table_.emplace(r, std::move(p));  // after any entry with the same handle: oldest first
+  size_.store(table_.size(), std::memory_order_release);
+}
+
+bool Requests::contains(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  return table_.count(r) != 0;
+}
+
+bool Requests::complete(MPI_Request r, const MPI_Status* st, bool errors_in_status) {
+  if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return false;  // still active
+  const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
+  Pending p;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r) return false;
+    if (it->second.persistent) {
+      // Completing an inactive persistent request (MPI returns at once) does nothing.
+      if (!it->second.active) return true;
+      it->second.active = false;
+      p = it->second;
+    } else {
+      p = std::move(it->second);
+      table_.erase(it);
+      size_.store(table_.size(), std::memory_order_release);
+    }
+  }
+  int cancelled = 0;
+  if (ok) PMPI_Test_cancelled(st, &cancelled);
+  if (p.recv && !cancelled && ok) unpack_arrived(p.staging, st, p.buf, *p.type);
+  if (p.finish && !cancelled && ok) p.finish(st);
+  if (!p.persistent) pool().put(p.staging);
+  return true;
+}
+
+bool Requests::start(MPI_Request r) {
+  Pending p;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r || !it->second.persistent) return false;
+    it->second.active = true;
+    p = it->second;
+  }
+  if (!p.recv && p.buf) ferry::gpu::pack(p.buf, p.count, *p.type, p.staging);
+  return true;
+}
+
+int Requests::forget_persistent(MPI_Request r) {
+  void* staging = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r || !it->second.persistent) return 0;
+    if (it->second.active) return 2;
+    staging = it->second.staging;
+    table_.erase(it);
+    size_.store(table_.size(), std::memory_order_release);
+  }
+  pool().put(staging);
+  return 1;
+}
+
+Requests& requests() {
+  static auto* r = new Requests();
+  return *r;
+}
+
+}  // namespace ferry::mpi_detail

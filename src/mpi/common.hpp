@@ -1,0 +1,178 @@
+// What the interposer's parts share: the staging pool, pointer checks, host mirrors of GPU buffers
+// for collectives, error reporting, and the table of Ferry's non-blocking requests.
+#pragma once
+
+#include <ferry/gpu.hpp>
+#include <ferry/pack.hpp>
+#include <ferry/registry.hpp>
+#include <mpi.h>
+
+#include <atomic>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ferry::mpi_detail {
+
+using ferry::i64;
+
+// FERRY_MPI_VERBOSE=1: say what the interposer does (initialization, refused types, errors).
+bool verbose();
+
+// Pinned, mapped host buffers for staging, kept in power-of-two size classes and reused (§5.8.2).
+class StagingPool {
+ public:
+  void* get(i64 bytes);
+  void put(void* p);
+  void release_all();
+
+ private:
+  std::mutex mutex_;
+  std::multimap<i64, void*> free_;
+  std::map<void*, i64> sizes_;
+};
+StagingPool& pool();
+
+// A staging buffer for the length of one call.
+struct Staged {
+  void* p;
+  explicit Staged(i64 bytes) : p(pool().get(bytes)) {}
+  ~Staged() {
+    if (p) pool().put(p);
+  }
+  // Hands the buffer over to a request, which returns it when it completes.
+  void* release() {
+    void* q = p;
+    p = nullptr;
+    return q;
+  }
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+};
+
+// The buffer holds `count` elements of `type` in device (or managed) memory.
+bool on_device(const void* buf, int count, MPI_Datatype type);
+// True when some buffer of a collective is GPU memory (the rest go through unchanged).
+bool any_device(std::initializer_list<std::tuple<const void*, int, MPI_Datatype>> bufs);
+
+// A buffer argument of a collective: MPI_IN_PLACE, host memory, or GPU memory that the collective
+// sees through a host mirror with the same layout. The mirror covers the span the elements reach
+// and is filled by copying that span (inputs); only the type map's bytes go back (outputs), so
+// bytes between the elements, which the application may be changing meanwhile, are never
+// overwritten. `blocks` are (first element, element count) runs, as the v/w collectives give them
+// (displacements in elements of `type`); the one-run form covers elements [0, count).
+class Mirror {
+ public:
+  Mirror(const void* buf, int count, MPI_Datatype type, bool copy_in);
+  Mirror(const void* buf, MPI_Datatype type, std::vector<std::pair<i64, i64>> blocks, bool copy_in);
+  bool staged() const { return type_ != nullptr; }
+  void* ptr() { return staged() ? host_.data() - lo_ : user_; }
+  // Writes the elements back to GPU memory (a no-op for host buffers).
+  void write_back();
+
+ private:
+  void init(bool copy_in);
+  void* user_;
+  MPI_Datatype mpi_type_;
+  std::vector<std::pair<i64, i64>> blocks_;
+  std::shared_ptr<const ferry::Type> type_;
+  i64 lo_ = 0;
+  std::vector<char> host_;
+};
+
+int comm_size(MPI_Comm comm);
+int comm_rank(MPI_Comm comm);
+
+// Reports an error the way MPI would: through the communicator's error handler.
+int report(MPI_Comm comm, const ferry::Error& e);
+
+// The committed type and the packed size of `count` of it, which travels as an int count of bytes.
+std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes);
+
+// Unpacks into GPU memory the whole elements of a staged receive that arrived (a shorter message
+// is legal; MPI_Get_elements on the status still sees every byte).
+void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type);
+
+// A non-blocking call that Ferry finishes when MPI completes its request: staged point-to-point
+// (the staging buffer; for receives what to unpack where) or anything with a `finish` step (a
+// non-blocking collective writing its host mirrors back).
+struct Pending {
+  void* staging = nullptr;
+  bool recv = false;
+  void* buf = nullptr;  // the user's GPU buffer: unpacked into (receives), packed from (persistent sends)
+  int count = 0;
+  std::shared_ptr<const ferry::Type> type;
+  bool persistent = false;  // MPI_*_init: stays in the table until MPI_Request_free
+  bool active = false;      // a persistent request between MPI_Start and its completion
+  // Run once the request completed successfully (and was not cancelled), after any unpack.
+  std::function<void(const MPI_Status*)> finish;
+};
+
+inline Pending staged_pending(bool recv, const void* buf, int count,
+                              std::shared_ptr<const ferry::Type> type, bool persistent = false) {
+  Pending p;
+  p.recv = recv;
+  p.buf = const_cast<void*>(buf);
+  p.count = count;
+  p.type = std::move(type);
+  p.persistent = persistent;
+  return p;
+}
+
+// Ferry's requests by MPI handle. Under MPI_THREAD_MULTIPLE a handle that completed in one thread
+// may be handed out again by MPI to another before the first thread has finished it here, so a
+// handle can have two entries for a moment: the oldest is the one a completion finishes.
+class Requests {
+ public:
+  void add(MPI_Request r, Pending p);
+  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
+  bool contains(MPI_Request r);
+  // Finishes a completed request that was ours (unpacks a receive); false if it was not ours.
+  // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how
+  // its request ended (otherwise MPI leaves that field unset and success is implied).
+  bool complete(MPI_Request r, const MPI_Status* st, bool errors_in_status = false);
+  // MPI_Start of one of our persistent requests: a send packs the user's buffer now. False if
+  // the request is not ours.
+  bool start(MPI_Request r);
+  // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.
+  // Returns 0 if not ours, 1 if freed, 2 if it is active (the caller must complete it first).
+  int forget_persistent(MPI_Request r);
+
+ private:
+  std::mutex mutex_;
+  std::multimap<MPI_Request, Pending> table_;
+  std::atomic<std::size_t> size_{0};
+};
+Requests& requests();
+
+// Starts a staged request: packs the GPU data now (sends), `post` issues the PMPI call on the
+// staging buffer, and the request is recorded; on any failure the buffer goes back to the pool.
+template <class Post>
+int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request, Post post) {
+  Staged host(bytes);
+  if (pack_now) ferry::gpu::pack(pending.buf, pending.count, *pending.type, host.p);
+  int rc = post(host.p);
+  if (rc != MPI_SUCCESS) return rc;
+  pending.staging = host.release();
+  requests().add(*request, std::move(pending));
+  return MPI_SUCCESS;
+}
+
+// The statuses a completion needs, also when the caller ignores them.
+struct Statuses {
+  std::vector<MPI_Status> local;
+  MPI_Status* use;
+  Statuses(int n, MPI_Status* given) : use(given) {
+    if (given == MPI_STATUSES_IGNORE) {
+      local.resize(static_cast<std::size_t>(n > 0 ? n : 1));
+      use = local.data();
+    }
+  }
+};
+
+}  // namespace ferry::mpi_detail
