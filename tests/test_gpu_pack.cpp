@@ -275,4 +275,44 @@ TEST_F(GpuPack, PageableBuffersAreRefusedAsync) {
   EXPECT_EQ(out, (std::vector<int>{0, 2, 4, 6}));
 }
 
+// Pointer classification (driver API, cached): every kind of memory, a pointer inside a
+// sub-allocated pool reports the enclosing allocation, and an address reused by a new allocation
+// gets a new id while the cache still calls it device memory.
+TEST_F(GpuPack, PointersAreClassifiedByTheDriver) {
+  using ferry::gpu::Memory;
+  std::vector<char> pageable(64);
+  EXPECT_EQ(ferry::gpu::memory_of(pageable.data()), Memory::host);
+  EXPECT_EQ(ferry::gpu::memory_of(pageable.data()), Memory::host);  // cached verdict
+  void* pinned = ferry::gpu::alloc_pinned(4096);
+  EXPECT_EQ(ferry::gpu::memory_of(pinned), Memory::pinned_host);
+  ferry::gpu::free_pinned(pinned);
+  void* managed = nullptr;
+  CUDA_OK(cudaMallocManaged(&managed, 1 << 16));
+  EXPECT_EQ(ferry::gpu::memory_of(static_cast<char*>(managed) + 100), Memory::managed);
+  CUDA_OK(cudaFree(managed));
+
+  char* pool = nullptr;
+  CUDA_OK(cudaMalloc(&pool, 8 << 20));
+  char* inside = pool + (3 << 20) + 40;
+  EXPECT_EQ(ferry::gpu::memory_of(inside), Memory::device);
+  EXPECT_EQ(ferry::gpu::memory_of(pool + (8 << 20) - 1), Memory::device);  // cached range
+  ferry::gpu::Allocation a = ferry::gpu::allocation_of(inside);
+  EXPECT_EQ(a.kind, Memory::device);
+  EXPECT_EQ(a.base, pool);
+  EXPECT_EQ(a.size, 8 << 20);
+  int dev = -1;
+  CUDA_OK(cudaGetDevice(&dev));
+  EXPECT_EQ(a.device, dev);
+  const unsigned long long id = a.id;
+  EXPECT_EQ(ferry::gpu::allocation_of(pool).id, id);
+  CUDA_OK(cudaFree(pool));
+  char* again = nullptr;
+  CUDA_OK(cudaMalloc(&again, 8 << 20));
+  EXPECT_EQ(ferry::gpu::memory_of(again), Memory::device);
+  EXPECT_NE(ferry::gpu::allocation_of(again).id, id);
+  CUDA_OK(cudaFree(again));
+  EXPECT_EQ(ferry::gpu::allocation_of(pageable.data()).kind, Memory::host);
+  EXPECT_EQ(ferry::gpu::allocation_of(pageable.data()).device, -1);
+}
+
 }  // namespace

@@ -38,7 +38,20 @@ bool available() noexcept;
 
 // Where a pointer lives, as CUDA sees it.
 enum class Memory { host, pinned_host, device, managed };
+// Asked of the CUDA driver (so allocations of an application's own static CUDA runtime count) and
+// cached: a host buffer costs a table lookup. FERRY_POINTER_CACHE=0 asks the driver every time.
 Memory memory_of(const void* p);
+// The allocation a pointer lies in, asked of the driver (uncached): its start and size (the whole
+// cudaMalloc, when the application sub-allocates from one), an id unique within the process that a
+// new allocation at the same address does not share, and its device ordinal (-1 for host memory).
+struct Allocation {
+  Memory kind;
+  void* base;
+  i64 size;
+  unsigned long long id;
+  int device;
+};
+Allocation allocation_of(const void* p);
 // The GPU can read and write it (device, managed or pinned-and-mapped host memory).
 inline bool reachable(Memory m) { return m != Memory::host; }
 

@@ -13,6 +13,7 @@ namespace {
 
 bool available() noexcept { return false; }
 Memory memory_of(const void*) { return Memory::host; }
+Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
 void* alloc_pinned(i64) { no_cuda(); }
 void free_pinned(void*) noexcept {}
 void copy(void*, const void*, i64) { no_cuda(); }

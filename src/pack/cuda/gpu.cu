@@ -270,20 +270,6 @@ bool available() noexcept {
   return ok;
 }
 
-Memory memory_of(const void* p) {
-  if (p == nullptr || !available()) return Memory::host;
-  cudaPointerAttributes a{};
-  // Since CUDA 11 an ordinary host pointer is cudaSuccess with cudaMemoryTypeUnregistered, so an
-  // error here is real (a sticky error from an earlier fault, say) and is reported.
-  FERRY_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
-  switch (a.type) {
-    case cudaMemoryTypeDevice: return Memory::device;
-    case cudaMemoryTypeManaged: return Memory::managed;
-    case cudaMemoryTypeHost: return a.devicePointer ? Memory::pinned_host : Memory::host;
-    default: return Memory::host;
-  }
-}
-
 void* alloc_pinned(i64 bytes) {
   if (bytes < 0) fail(MPI_ERR_ARG, "negative allocation size");
   void* p = nullptr;
