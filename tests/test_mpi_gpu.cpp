@@ -12,9 +12,28 @@ namespace {
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-int rank_of() {
+// Ranks work in pairs (0-1, 2-3, ...), so the suite runs on 2 ranks or 4 (2 per GPU on 2 GPUs).
+MPI_Comm pair_comm() {
+  static MPI_Comm pair = [] {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm c;
+    MPI_Comm_split(MPI_COMM_WORLD, r / 2, r, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    return c;
+  }();
+  return pair;
+}
+
+int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int rank_of() {
+  int r = 0;
+  MPI_Comm_rank(pair_comm(), &r);
   return r;
 }
 
@@ -29,10 +48,10 @@ class MpiGpu : public ::testing::Test {
   void SetUp() override {
     int n = 0;
     cudaGetDeviceCount(&n);
-    cudaSetDevice(rank_of() % n);
+    cudaSetDevice(world_rank() % n);
     int size = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+    MPI_Comm_size(pair_comm(), &size);
+    if (size != 2) GTEST_SKIP() << "needs an even number of ranks";
   }
 };
 
@@ -54,14 +73,14 @@ TEST_F(MpiGpu, SendRecvDeviceBuffers) {
   Device dev(n);
   CUDA_OK(cudaMemcpy(dev.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
   if (me == 0) {
-    ASSERT_EQ(MPI_Send(dev.p + 3, 1, col, 1, 1, MPI_COMM_WORLD), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Send(dev.p + 3, 1, col, 1, 2, MPI_COMM_WORLD), MPI_SUCCESS);
-    ASSERT_EQ(MPI_Ssend(dev.p + 3, 1, col, 1, 3, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(dev.p + 3, 1, col, 1, 1, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(dev.p + 3, 1, col, 1, 2, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Ssend(dev.p + 3, 1, col, 1, 3, pair_comm()), MPI_SUCCESS);
   } else {
     Device got(n);
     CUDA_OK(cudaMemset(got.p, 0xFF, n * sizeof(double)));
     MPI_Status st;
-    ASSERT_EQ(MPI_Recv(got.p, 512, MPI_DOUBLE, 0, 1, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(got.p, 512, MPI_DOUBLE, 0, 1, pair_comm(), &st), MPI_SUCCESS);
     int count = 0;
     MPI_Get_count(&st, MPI_DOUBLE, &count);
     EXPECT_EQ(count, 256);
@@ -73,12 +92,12 @@ TEST_F(MpiGpu, SendRecvDeviceBuffers) {
     EXPECT_EQ(raw[0], 0xFF) << "wrote past the received elements";
 
     std::vector<double> hostgot(256, -1);
-    ASSERT_EQ(MPI_Recv(hostgot.data(), 256, MPI_DOUBLE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    ASSERT_EQ(MPI_Recv(hostgot.data(), 256, MPI_DOUBLE, 0, 2, pair_comm(), MPI_STATUS_IGNORE),
               MPI_SUCCESS);
     for (int i = 0; i < 256; ++i) ASSERT_EQ(hostgot[static_cast<std::size_t>(i)], 3 + 8 * i);
 
     CUDA_OK(cudaMemset(got.p, 0, n * sizeof(double)));
-    ASSERT_EQ(MPI_Recv(got.p + 5, 1, col, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(got.p + 5, 1, col, 0, 3, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
     CUDA_OK(cudaMemcpy(back.data(), got.p, n * sizeof(double), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 256; ++i) ASSERT_EQ(back[static_cast<std::size_t>(5 + 8 * i)], 3 + 8 * i);
     EXPECT_EQ(back[6], 0.0);
@@ -94,10 +113,10 @@ TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
   Device dev(n), got(n);
   CUDA_OK(cudaMemcpy(dev.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
   if (me == 0) {
-    ASSERT_EQ(MPI_Send(host.data(), static_cast<int>(n), MPI_DOUBLE, 1, 4, MPI_COMM_WORLD),
+    ASSERT_EQ(MPI_Send(host.data(), static_cast<int>(n), MPI_DOUBLE, 1, 4, pair_comm()),
               MPI_SUCCESS);
   } else {
-    ASSERT_EQ(MPI_Recv(got.p, static_cast<int>(n), MPI_DOUBLE, 0, 4, MPI_COMM_WORLD,
+    ASSERT_EQ(MPI_Recv(got.p, static_cast<int>(n), MPI_DOUBLE, 0, 4, pair_comm(),
                        MPI_STATUS_IGNORE),
               MPI_SUCCESS);
     std::vector<double> back(n);
@@ -106,7 +125,7 @@ TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
   }
   MPI_Status st;
   ASSERT_EQ(MPI_Sendrecv(dev.p, static_cast<int>(n), MPI_DOUBLE, other, 5, got.p,
-                         static_cast<int>(n), MPI_DOUBLE, other, 5, MPI_COMM_WORLD, &st),
+                         static_cast<int>(n), MPI_DOUBLE, other, 5, pair_comm(), &st),
             MPI_SUCCESS);
   EXPECT_EQ(st.MPI_SOURCE, other);
   std::vector<double> back(n);
@@ -129,9 +148,9 @@ TEST_F(MpiGpu, NonBlockingDeviceWindows) {
     CUDA_OK(cudaMemset(dst.p, 0, host.size() * sizeof(double)));
     std::vector<MPI_Request> reqs(2 * window);
     for (int w = 0; w < window; ++w) {
-      ASSERT_EQ(MPI_Irecv(dst.p + per * w, 1, col, other, w, MPI_COMM_WORLD,
+      ASSERT_EQ(MPI_Irecv(dst.p + per * w, 1, col, other, w, pair_comm(),
                           &reqs[static_cast<std::size_t>(w)]), MPI_SUCCESS);
-      ASSERT_EQ(MPI_Isend(src.p + per * w, 1, col, other, w, MPI_COMM_WORLD,
+      ASSERT_EQ(MPI_Isend(src.p + per * w, 1, col, other, w, pair_comm(),
                           &reqs[static_cast<std::size_t>(window + w)]), MPI_SUCCESS);
     }
     if (mode == 0) {
@@ -169,8 +188,8 @@ TEST_F(MpiGpu, PersistentDeviceRequests) {
   const std::size_t n = 64 * 5;
   Device src(n), dst(n);
   MPI_Request reqs[2];
-  ASSERT_EQ(MPI_Recv_init(dst.p, 1, col, other, 21, MPI_COMM_WORLD, &reqs[0]), MPI_SUCCESS);
-  ASSERT_EQ(MPI_Send_init(src.p, 1, col, other, 21, MPI_COMM_WORLD, &reqs[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv_init(dst.p, 1, col, other, 21, pair_comm(), &reqs[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(src.p, 1, col, other, 21, pair_comm(), &reqs[1]), MPI_SUCCESS);
   for (int iter = 0; iter < 4; ++iter) {
     std::vector<double> host = values(me * 10 + iter, n);
     CUDA_OK(cudaMemcpy(src.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
@@ -202,11 +221,11 @@ TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
   Device dev(n);
   CUDA_OK(cudaMemcpy(dev.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
   if (me == 0) {
-    ASSERT_EQ(MPI_Send(dev.p, 500, MPI_DOUBLE, 1, 31, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(dev.p, 500, MPI_DOUBLE, 1, 31, pair_comm()), MPI_SUCCESS);
   } else {
     MPI_Message msg;
     MPI_Status st;
-    ASSERT_EQ(MPI_Mprobe(0, 31, MPI_COMM_WORLD, &msg, &st), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Mprobe(0, 31, pair_comm(), &msg, &st), MPI_SUCCESS);
     int count = 0;
     MPI_Get_count(&st, MPI_DOUBLE, &count);
     EXPECT_EQ(count, 500);
@@ -220,7 +239,7 @@ TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
   MPI_Datatype col;
   MPI_Type_vector(200, 1, 3, MPI_DOUBLE, &col);
   MPI_Type_commit(&col);
-  ASSERT_EQ(MPI_Sendrecv_replace(dev.p, 1, col, other, 32, other, 32, MPI_COMM_WORLD,
+  ASSERT_EQ(MPI_Sendrecv_replace(dev.p, 1, col, other, 32, other, 32, pair_comm(),
                                  MPI_STATUS_IGNORE),
             MPI_SUCCESS);
   std::vector<double> back(n);
@@ -238,10 +257,10 @@ TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
   std::vector<double> mine = values(me, n * 2), back(n * 2);
   CUDA_OK(cudaMemcpy(a.p, mine.data(), mine.size() * sizeof(double), cudaMemcpyHostToDevice));
   // Allreduce, then in place.
-  ASSERT_EQ(MPI_Allreduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + 2.0 * static_cast<double>(i));
-  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, a.p, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, a.p, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), a.p, n * sizeof(double), cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + static_cast<double>(i));
   // Bcast of a strided column from rank 0: only its elements change on rank 1.
@@ -249,32 +268,32 @@ TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
   MPI_Datatype col;
   MPI_Type_vector(100, 1, 3, MPI_DOUBLE, &col);
   MPI_Type_commit(&col);
-  ASSERT_EQ(MPI_Bcast(a.p, 1, col, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Bcast(a.p, 1, col, 0, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), a.p, n * sizeof(double), cudaMemcpyDeviceToHost));
   const std::vector<double> zero = values(0, n * 2);
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], i % 3 == 0 ? zero[i] : mine[i]) << i;
   MPI_Type_free(&col);
   // Allgather and Alltoall of 150 doubles per rank; Reduce and Gather to rank 1; Scatter from 0.
   CUDA_OK(cudaMemcpy(a.p, mine.data(), mine.size() * sizeof(double), cudaMemcpyHostToDevice));
-  ASSERT_EQ(MPI_Allgather(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allgather(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < 150; ++i) {
     ASSERT_EQ(back[i], values(0, n)[i]);
     ASSERT_EQ(back[150 + i], values(1, n)[i]);
   }
-  ASSERT_EQ(MPI_Alltoall(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Alltoall(a.p, 150, MPI_DOUBLE, b.p, 150, MPI_DOUBLE, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < 150; ++i) {
     ASSERT_EQ(back[i], values(0, n)[150 * static_cast<std::size_t>(me) + i]);
     ASSERT_EQ(back[150 + i], values(1, n)[150 * static_cast<std::size_t>(me) + i]);
   }
   CUDA_OK(cudaMemset(b.p, 0, n * 2 * sizeof(double)));
-  ASSERT_EQ(MPI_Reduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Reduce(a.p, b.p, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, 1, pair_comm()), MPI_SUCCESS);
   if (me == 1) {
     CUDA_OK(cudaMemcpy(back.data(), b.p, n * sizeof(double), cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], 1e6 + 2.0 * static_cast<double>(i));
   }
-  ASSERT_EQ(MPI_Gather(a.p, 100, MPI_DOUBLE, b.p, 100, MPI_DOUBLE, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Gather(a.p, 100, MPI_DOUBLE, b.p, 100, MPI_DOUBLE, 1, pair_comm()), MPI_SUCCESS);
   if (me == 1) {
     CUDA_OK(cudaMemcpy(back.data(), b.p, 200 * sizeof(double), cudaMemcpyDeviceToHost));
     for (std::size_t i = 0; i < 100; ++i) {
@@ -283,7 +302,7 @@ TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
     }
   }
   CUDA_OK(cudaMemset(b.p, 0, n * 2 * sizeof(double)));
-  ASSERT_EQ(MPI_Scatter(a.p, 50, MPI_DOUBLE, b.p, 50, MPI_DOUBLE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Scatter(a.p, 50, MPI_DOUBLE, b.p, 50, MPI_DOUBLE, 0, pair_comm()), MPI_SUCCESS);
   CUDA_OK(cudaMemcpy(back.data(), b.p, 50 * sizeof(double), cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < 50; ++i)
     ASSERT_EQ(back[i], values(0, n)[50 * static_cast<std::size_t>(me) + i]);
@@ -301,11 +320,151 @@ TEST_F(MpiGpu, PackDeviceBuffer) {
   MPI_Type_commit(&t);
   std::vector<char> a(256), b(256);
   int pa = 0, pb = 0;
-  ASSERT_EQ(MPI_Pack(dev.p, 2, t, a.data(), 256, &pa, MPI_COMM_WORLD), MPI_SUCCESS);
-  ASSERT_EQ(PMPI_Pack(host.data(), 2, t, b.data(), 256, &pb, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Pack(dev.p, 2, t, a.data(), 256, &pa, pair_comm()), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Pack(host.data(), 2, t, b.data(), 256, &pb, pair_comm()), MPI_SUCCESS);
   EXPECT_EQ(pa, pb);
   EXPECT_EQ(a, b);
   MPI_Type_free(&t);
+}
+
+}  // namespace
+
+extern "C" long ferry_mpi_ipc_sent(void);
+extern "C" long ferry_mpi_ipc_received(void);
+
+namespace {
+
+// Same-node IPC: large device messages go GPU to GPU. Data inside a sub-allocated pool (the
+// handle is of the enclosing allocation, with an offset), a non-contiguous type (packed into a
+// device staging buffer), a host receive buffer, the real count in the status, truncation, and a
+// buffer freed and allocated again between messages (the mapping cache must notice).
+TEST_F(MpiGpu, IpcSameNode) {
+  const int me = rank_of(), other = 1 - me;
+  const std::size_t n = 1 << 18;  // 2 MiB of doubles: above the IPC threshold
+  const long sent0 = ferry_mpi_ipc_sent(), recv0 = ferry_mpi_ipc_received();
+  std::vector<double> host = values(world_rank(), 3 * n);
+  Device pool(4 * n);
+  CUDA_OK(cudaMemcpy(pool.p, host.data(), 3 * n * sizeof(double), cudaMemcpyHostToDevice));
+  MPI_Datatype every2nd;
+  MPI_Type_vector(static_cast<int>(n / 2), 1, 2, MPI_DOUBLE, &every2nd);
+  MPI_Type_commit(&every2nd);
+  const int peer_world = world_rank() ^ 1;
+  if (me == 0) {
+    ASSERT_EQ(MPI_Send(pool.p + n + 7, static_cast<int>(n), MPI_DOUBLE, other, 1, pair_comm()),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(pool.p + 1, 1, every2nd, other, 2, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Ssend(pool.p, static_cast<int>(n), MPI_DOUBLE, other, 3, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(pool.p, static_cast<int>(n), MPI_DOUBLE, other, 4, pair_comm()), MPI_SUCCESS);
+    // A new allocation (often at the same address) with other data.
+    for (int round = 0; round < 3; ++round) {
+      Device fresh(n);
+      std::vector<double> v(n, 1000.0 * round + 0.5);
+      CUDA_OK(cudaMemcpy(fresh.p, v.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+      ASSERT_EQ(MPI_Send(fresh.p, static_cast<int>(n), MPI_DOUBLE, other, 10 + round, pair_comm()),
+                MPI_SUCCESS);
+    }
+    EXPECT_GE(ferry_mpi_ipc_sent() - sent0, 7);
+  } else {
+    Device got(2 * n);
+    std::vector<double> back(2 * n);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(got.p, static_cast<int>(2 * n), MPI_DOUBLE, other, 1, pair_comm(), &st),
+              MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, static_cast<int>(n));
+    EXPECT_EQ(st.MPI_SOURCE, other);
+    EXPECT_EQ(st.MPI_TAG, 1);
+    CUDA_OK(cudaMemcpy(back.data(), got.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(back[i], peer_world * 1e6 + static_cast<double>(n + 7 + i)) << i;
+    // Strided on both sides: every second double into every second slot from 5 on.
+    CUDA_OK(cudaMemset(got.p, 0, 2 * n * sizeof(double)));
+    ASSERT_EQ(MPI_Recv(got.p + 5, 1, every2nd, other, 2, pair_comm(), &st), MPI_SUCCESS);
+    MPI_Get_count(&st, every2nd, &count);
+    EXPECT_EQ(count, 1);
+    CUDA_OK(cudaMemcpy(back.data(), got.p, 2 * n * sizeof(double), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n / 2; ++i) {
+      ASSERT_EQ(back[5 + 2 * i], peer_world * 1e6 + static_cast<double>(1 + 2 * i)) << i;
+      ASSERT_EQ(back[6 + 2 * i], 0.0) << i;  // the gaps stay untouched
+    }
+    // Into host memory.
+    std::vector<double> hostgot(n);
+    ASSERT_EQ(MPI_Recv(hostgot.data(), static_cast<int>(n), MPI_DOUBLE, MPI_ANY_SOURCE, 3,
+                       pair_comm(), &st),
+              MPI_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(hostgot[i], peer_world * 1e6 + static_cast<double>(i));
+    // Truncation: a smaller (but still large) buffer.
+    EXPECT_EQ(MPI_Recv(got.p, static_cast<int>(n / 2), MPI_DOUBLE, other, 4, pair_comm(), &st),
+              MPI_ERR_TRUNCATE);
+    for (int round = 0; round < 3; ++round) {
+      ASSERT_EQ(MPI_Recv(got.p, static_cast<int>(n), MPI_DOUBLE, other, 10 + round, pair_comm(),
+                         MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      CUDA_OK(cudaMemcpy(back.data(), got.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+      ASSERT_EQ(back[0], 1000.0 * round + 0.5);
+      ASSERT_EQ(back[n - 1], 1000.0 * round + 0.5);
+    }
+    EXPECT_GE(ferry_mpi_ipc_received() - recv0, 7);
+  }
+  MPI_Type_free(&every2nd);
+  MPI_Barrier(pair_comm());
+}
+
+// Windows of Isend/Irecv both ways completed by Waitall, and a blocking send whose receiver
+// posted an Irecv and then blocks in a send of its own before waiting: the sender's IPC send must
+// still complete (the receiver serves its pending receive while it blocks).
+TEST_F(MpiGpu, IpcWindowsAndProgress) {
+  const int me = rank_of(), other = 1 - me;
+  const std::size_t n = 1 << 16;  // 512 KiB each
+  const int window = 6;
+  Device src(n * window), dst(n * window);
+  std::vector<double> host = values(world_rank(), n * window);
+  CUDA_OK(cudaMemcpy(src.p, host.data(), host.size() * sizeof(double), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dst.p, 0, host.size() * sizeof(double)));
+  std::vector<MPI_Request> reqs;
+  for (int w = 0; w < window; ++w) {
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(dst.p + n * w, static_cast<int>(n), MPI_DOUBLE, other, w, pair_comm(), &r),
+              MPI_SUCCESS);
+    reqs.push_back(r);
+  }
+  for (int w = window - 1; w >= 0; --w) {
+    MPI_Request r;
+    ASSERT_EQ(MPI_Isend(src.p + n * w, static_cast<int>(n), MPI_DOUBLE, other, w, pair_comm(), &r),
+              MPI_SUCCESS);
+    reqs.push_back(r);
+  }
+  std::vector<MPI_Status> st(reqs.size());
+  ASSERT_EQ(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data()), MPI_SUCCESS);
+  for (int w = 0; w < window; ++w) {
+    int count = 0;
+    MPI_Get_count(&st[static_cast<std::size_t>(w)], MPI_DOUBLE, &count);
+    EXPECT_EQ(count, static_cast<int>(n));
+  }
+  std::vector<double> back(n * window);
+  CUDA_OK(cudaMemcpy(back.data(), dst.p, back.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  const int peer_world = world_rank() ^ 1;
+  for (std::size_t i = 0; i < back.size(); i += 997)
+    ASSERT_EQ(back[i], peer_world * 1e6 + static_cast<double>(i)) << i;
+
+  double token = 0;
+  if (me == 0) {
+    ASSERT_EQ(MPI_Send(src.p, static_cast<int>(n), MPI_DOUBLE, other, 50, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&token, 1, MPI_DOUBLE, other, 51, pair_comm(), MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    EXPECT_EQ(token, 42.0);
+  } else {
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(dst.p, static_cast<int>(n), MPI_DOUBLE, other, 50, pair_comm(), &r),
+              MPI_SUCCESS);
+    token = 42.0;
+    ASSERT_EQ(MPI_Ssend(&token, 1, MPI_DOUBLE, other, 51, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    CUDA_OK(cudaMemcpy(back.data(), dst.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    ASSERT_EQ(back[n - 1], peer_world * 1e6 + static_cast<double>(n - 1));
+  }
+  MPI_Barrier(pair_comm());
 }
 
 }  // namespace

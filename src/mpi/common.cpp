@@ -1,5 +1,7 @@
 #include "mpi/common.hpp"
 
+#include "mpi/ipc.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -163,8 +165,14 @@ void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const 
   ferry::gpu::unpack(staging, buf, type.size() ? got / type.size() : 0, type);
 }
 
+void Requests::count_stub(const Pending& p, int delta) {
+  if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active))
+    stubs_.fetch_add(delta, std::memory_order_acq_rel);
+}
+
 void Requests::add(MPI_Request r, Pending p) {
   std::lock_guard lock(mutex_);
+  count_stub(p, 1);
   table_.emplace(r, std::move(p));  // after any entry with the same handle: oldest first
   size_.store(table_.size(), std::memory_order_release);
 }
@@ -174,31 +182,93 @@ bool Requests::contains(MPI_Request r) {
   return table_.count(r) != 0;
 }
 
-bool Requests::complete(MPI_Request r, const MPI_Status* st, bool errors_in_status) {
-  if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return false;  // still active
+int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
+  if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
   const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
+  std::unique_lock stub_lock(stub_mutex_);  // an early fetch of this request may be under way
   Pending p;
   {
     std::lock_guard lock(mutex_);
     auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r) return false;
+    if (it == table_.end() || it->first != r) return -1;
+    count_stub(it->second, -1);
     if (it->second.persistent) {
       // Completing an inactive persistent request (MPI returns at once) does nothing.
-      if (!it->second.active) return true;
-      it->second.active = false;
+      if (!it->second.active) return MPI_SUCCESS;
       p = it->second;
+      it->second.active = false;
     } else {
       p = std::move(it->second);
       table_.erase(it);
       size_.store(table_.size(), std::memory_order_release);
     }
   }
+  int rc = MPI_SUCCESS;
   int cancelled = 0;
   if (ok) PMPI_Test_cancelled(st, &cancelled);
-  if (p.recv && !cancelled && ok) unpack_arrived(p.staging, st, p.buf, *p.type);
+  if (p.recv && !cancelled && ok) {
+    bool stub = false;
+    if (p.may_be_stub && p.stub_state == 1) {
+      stub = true;
+      rc = p.stub_rc;
+      PMPI_Status_set_elements_x(st, MPI_BYTE, p.stub_bytes);
+      if (rc != MPI_SUCCESS) st->MPI_ERROR = rc;
+    } else if (p.may_be_stub && p.stub_state == 0) {
+      stub = ipc::finish_recv(p.buf, p.count, p.mpi_type, p.device, p.staging, p.comm, st, &rc);
+    }
+    if (!stub && p.device) unpack_arrived(p.staging, st, p.buf, *p.type);
+  }
+  stub_lock.unlock();
   if (p.finish && !cancelled && ok) p.finish(st);
   if (!p.persistent) pool().put(p.staging);
-  return true;
+  return rc;
+}
+
+void Requests::progress() {
+  std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
+  if (!stub_lock.owns_lock()) return;  // another thread is at it
+  std::vector<MPI_Request> candidates;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [r, p] : table_)
+      if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) candidates.push_back(r);
+  }
+  for (MPI_Request r : candidates) {
+    int flag = 0;
+    MPI_Status st;
+    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
+    Pending p;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = table_.lower_bound(r);
+      if (it == table_.end() || it->first != r || it->second.stub_state != 0) continue;
+      p = it->second;
+    }
+    int cancelled = 0;
+    PMPI_Test_cancelled(&st, &cancelled);
+    int rc = MPI_SUCCESS;
+    const bool stub =
+        !cancelled && ipc::finish_recv(p.buf, p.count, p.mpi_type, p.device, p.staging, p.comm, &st, &rc);
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r) continue;
+    count_stub(it->second, -1);
+    it->second.stub_state = stub ? 1 : 2;
+    it->second.stub_rc = rc;
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
+    it->second.stub_bytes = n;
+  }
+}
+
+int wait_serving(MPI_Request* request, MPI_Status* status) {
+  if (!requests().polling()) return PMPI_Wait(request, status);
+  for (;;) {
+    int flag = 0;
+    int rc = PMPI_Test(request, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    requests().progress();
+  }
 }
 
 bool Requests::start(MPI_Request r) {
@@ -208,6 +278,8 @@ bool Requests::start(MPI_Request r) {
     auto it = table_.lower_bound(r);
     if (it == table_.end() || it->first != r || !it->second.persistent) return false;
     it->second.active = true;
+    it->second.stub_state = 0;
+    count_stub(it->second, 1);
     p = it->second;
   }
   if (!p.recv && p.buf) ferry::gpu::pack(p.buf, p.count, *p.type, p.staging);

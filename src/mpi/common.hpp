@@ -111,6 +111,14 @@ struct Pending {
   bool active = false;      // a persistent request between MPI_Start and its completion
   // Run once the request completed successfully (and was not cancelled), after any unpack.
   std::function<void(const MPI_Status*)> finish;
+  // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
+  bool may_be_stub = false;
+  bool device = true;  // buf is GPU memory, received through `staging`; false: a host buffer
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
+  int stub_state = 0;  // 0: not looked at; 1: a stub, data fetched early (stub_rc); 2: not a stub
+  int stub_rc = MPI_SUCCESS;
+  MPI_Count stub_bytes = 0;
 };
 
 inline Pending staged_pending(bool recv, const void* buf, int count,
@@ -132,10 +140,17 @@ class Requests {
   void add(MPI_Request r, Pending p);
   bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
   bool contains(MPI_Request r);
-  // Finishes a completed request that was ours (unpacks a receive); false if it was not ours.
+  // Finishes a completed request that was ours (unpacks a receive, fetches an IPC message and
+  // fixes its status); returns -1 if it was not ours, else the request's MPI result.
   // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how
   // its request ended (otherwise MPI leaves that field unset and success is implied).
-  bool complete(MPI_Request r, const MPI_Status* st, bool errors_in_status = false);
+  int complete(MPI_Request r, MPI_Status* st, bool errors_in_status = false);
+  // Receives that may hold an IPC stub and are not finished yet: while there are any, blocking
+  // calls poll (progress) instead of blocking inside the MPI.
+  bool polling() const { return stubs_.load(std::memory_order_acquire) > 0; }
+  // Fetches the data of every such receive whose stub has arrived and acknowledges it, so its
+  // sender can go on even though the receiver has not reached MPI_Wait yet (dissertation §5.6).
+  void progress();
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now. False if
   // the request is not ours.
   bool start(MPI_Request r);
@@ -144,10 +159,16 @@ class Requests {
   int forget_persistent(MPI_Request r);
 
  private:
+  void count_stub(const Pending& p, int delta);
   std::mutex mutex_;
+  std::recursive_mutex stub_mutex_;  // one IPC fetch at a time, by progress or by completion
   std::multimap<MPI_Request, Pending> table_;
   std::atomic<std::size_t> size_{0};
+  std::atomic<int> stubs_{0};
 };
+
+// Blocking forms that serve pending IPC receives while they wait (plain PMPI when none pend).
+int wait_serving(MPI_Request* request, MPI_Status* status);
 Requests& requests();
 
 // Starts a staged request: packs the GPU data now (sends), `post` issues the PMPI call on the
@@ -161,6 +182,11 @@ int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request,
   pending.staging = host.release();
   requests().add(*request, std::move(pending));
   return MPI_SUCCESS;
+}
+
+// Serve pending IPC receives (cheap when there are none): on entry to calls that may block.
+inline void serve() {
+  if (requests().polling()) requests().progress();
 }
 
 // The statuses a completion needs, also when the caller ignores them.

@@ -1,28 +1,26 @@
-// libferry-mpi: the MPI interposer, first layer. Built on the MPI profiling interface: each MPI_*
-// function here does Ferry's part and calls the PMPI_* one. Load it with LD_PRELOAD, or link it
-// before the MPI library.
+// libferry-mpi: the MPI interposer. Built on the MPI profiling interface: each MPI_* function
+// here does Ferry's part and calls the PMPI_* one. Load it with LD_PRELOAD, or link it before the
+// MPI library.
 //
-// This layer covers: initialization, datatype commit/free (every committed type is translated and
-// cached once, at commit, as DESIGN.md says), MPI_Pack/MPI_Unpack on GPU buffers, the blocking
-// point-to-point calls (send, bsend, ssend, rsend, recv, mrecv, sendrecv, sendrecv_replace), the
-// non-blocking ones (isend, issend, irsend, irecv, imrecv, completed by every wait and test) and
-// persistent ones (send/ssend/rsend/recv_init, start, startall) with GPU buffers, staged through
-// pinned host memory: the GPU engine packs into it, the system MPI moves it as bytes, the
-// receiver's GPU engine unpacks from it (for a non-blocking receive, when the request completes).
-// Host buffers go straight to PMPI after one pointer check. Matching, ordering, statuses (source,
-// tag, count in bytes, so MPI_Get_count with the receive datatype is right) and truncation errors
-// stay the system MPI's.
+// This file: initialization, datatype commit/free (every committed type is translated and cached
+// once, at commit, as DESIGN.md says), MPI_Pack/MPI_Unpack on GPU buffers, and point-to-point:
+// blocking (send, bsend, ssend, rsend, recv, mrecv, sendrecv, sendrecv_replace), non-blocking
+// (isend, issend, irsend, irecv, imrecv) and persistent (send/ssend/rsend/recv_init, start,
+// startall) calls with GPU buffers, completed by every wait and test. Collectives:
+// collectives.cpp; same-node IPC: ipc.cpp.
 //
-// Probes need nothing: staged messages travel as bytes, so a probe's status counts the bytes and
-// MPI_Get_count with the receive datatype divides them.
+// Methods. A GPU message to another process on this node, at or above the IPC threshold, goes over
+// CUDA IPC (ipc.hpp): the receiver copies from the sender's GPU memory. Otherwise it is staged
+// through pinned, mapped host memory: the GPU engine packs straight into it (one-shot), the system
+// MPI moves it as bytes, the receiver's GPU engine unpacks from it (for a non-blocking receive,
+// when the request completes). Host buffers go straight to PMPI after one cached pointer check.
+// Matching, ordering, statuses (source, tag, count in bytes, so MPI_Get_count with the receive
+// datatype is right) and truncation errors stay the system MPI's.
 //
-// Collectives (bcast, reduce, allreduce, scan, exscan, allgather, alltoall, gather, scatter) see
-// each GPU buffer through a host mirror with the same layout.
-//
-// Not yet here (see issue 4): the v/w and reduce_scatter collectives, non-blocking and neighbor
-// collectives, CUDA IPC, one-shot and pipelined methods, the pointer-kind cache, progress of
-// staged requests outside wait/test (MPI_Request_free of an active staged request waits for it).
+// Probes of staged messages need nothing: they travel as bytes, so a probe's status counts the
+// bytes and MPI_Get_count with the receive datatype divides them.
 #include "mpi/common.hpp"
+#include "mpi/ipc.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -33,63 +31,186 @@ namespace {
 
 using namespace ferry::mpi_detail;
 
+// A blocking call and its non-blocking form: while IPC receives are pending, blocking calls are
+// made as the non-blocking one plus a wait that serves those receives.
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
+using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+struct SendKind {
+  SendFn blocking;
+  IsendFn nonblocking;
+  ipc::Mode mode;
+  bool ipc;  // may go over IPC (not bsend: it must complete locally)
+};
+const SendKind kSend{PMPI_Send, PMPI_Isend, ipc::Mode::standard, true};
+const SendKind kSsend{PMPI_Ssend, PMPI_Issend, ipc::Mode::sync, true};
+const SendKind kRsend{PMPI_Rsend, PMPI_Irsend, ipc::Mode::ready, true};
+const SendKind kBsend{PMPI_Bsend, PMPI_Ibsend, ipc::Mode::standard, false};
 
-// A blocking send of GPU data: pack into staging, send the bytes.
-int staged_send(SendFn send, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                MPI_Comm comm) {
+int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+               MPI_Comm comm) {
+  if (!requests().polling()) return k.blocking(buf, count, type, dest, tag, comm);
+  MPI_Request r;
+  int rc = k.nonblocking(buf, count, type, dest, tag, comm, &r);
+  return rc == MPI_SUCCESS ? wait_serving(&r, MPI_STATUS_IGNORE) : rc;
+}
+
+// A blocking send: host buffers straight through; GPU data over IPC or packed into staging.
+int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+         MPI_Comm comm) {
+  if (!on_device(buf, count, type)) return send_bytes(k, buf, count, type, dest, tag, comm);
   try {
+    int rc = MPI_SUCCESS;
+    if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc)) return rc;
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
     ferry::gpu::pack(buf, count, *t, host.p);
-    return send(host.p, bytes, MPI_BYTE, dest, tag, comm);
+    return send_bytes(k, host.p, bytes, MPI_BYTE, dest, tag, comm);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
 }
 
-// A blocking receive into GPU memory: receive the bytes into staging, unpack what arrived.
-int staged_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                MPI_Status* status) {
+int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+          MPI_Comm comm, MPI_Request* request) {
+  serve();
+  if (!on_device(buf, count, type)) return k.nonblocking(buf, count, type, dest, tag, comm, request);
+  try {
+    int rc = MPI_SUCCESS;
+    if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, request, &rc)) return rc;
+    int bytes = 0;
+    auto t = staged_type(type, count, &bytes);
+    return post_staged(bytes, staged_pending(false, buf, count, t), true, request, [&](void* host) {
+      return k.nonblocking(host, bytes, MPI_BYTE, dest, tag, comm, request);
+    });
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
+// After a receive into the user's host buffer: the message may be an IPC stub.
+int host_arrived(int rc, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status* st) {
+  int r = MPI_SUCCESS;
+  if (rc == MPI_SUCCESS && ipc::finish_recv(buf, count, type, false, nullptr, comm, st, &r)) return r;
+  return rc;
+}
+
+// After a staged receive of GPU data: fetch an IPC message, or unpack the bytes that arrived.
+int device_arrived(int rc, void* staging, void* buf, int count, MPI_Datatype type,
+                   const ferry::Type& t, bool may_be_stub, MPI_Comm comm, MPI_Status* st) {
+  if (rc != MPI_SUCCESS) return rc;
+  int r = MPI_SUCCESS;
+  if (may_be_stub && ipc::finish_recv(buf, count, type, true, staging, comm, st, &r)) return r;
+  unpack_arrived(staging, st, buf, t);
+  return MPI_SUCCESS;
+}
+
+int recv_bytes(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+               MPI_Status* st) {
+  if (!requests().polling()) return PMPI_Recv(buf, count, type, source, tag, comm, st);
+  MPI_Request r;
+  int rc = PMPI_Irecv(buf, count, type, source, tag, comm, &r);
+  return rc == MPI_SUCCESS ? wait_serving(&r, st) : rc;
+}
+
+int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+         MPI_Status* status) {
+  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  if (!on_device(buf, count, type)) {
+    if (!may && !requests().polling()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    try {
+      return host_arrived(recv_bytes(buf, count, type, source, tag, comm, st), buf, count, type,
+                          comm, st);
+    } catch (const ferry::Error& e) {
+      return report(comm, e);
+    }
+  }
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    Staged host(bytes);
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = PMPI_Recv(host.p, bytes, MPI_BYTE, source, tag, comm, st);
-    if (rc != MPI_SUCCESS) return rc;
-    unpack_arrived(host.p, st, buf, *t);
-    return MPI_SUCCESS;
+    Staged host(std::max(bytes, ipc::kStubBytes));
+    int rc = recv_bytes(host.p, bytes, MPI_BYTE, source, tag, comm, st);
+    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
 }
 
-using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
-
-int staged_isend(IsendFn isend, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                 MPI_Comm comm, MPI_Request* request) {
+// A non-blocking receive, or a persistent one (`init`): GPU buffers receive into staging; host
+// buffers that may get an IPC stub are recorded so their completion fetches the data.
+template <class Post>
+int irecv(void* buf, int count, MPI_Datatype type, int source, MPI_Comm comm, bool persistent,
+          MPI_Request* request, Post post) {
+  serve();
+  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
   try {
+    if (!on_device(buf, count, type)) {
+      int rc = post(buf, count, type);
+      if (rc != MPI_SUCCESS || !may) return rc;
+      Pending p = staged_pending(true, buf, count, nullptr, persistent);
+      p.device = false;
+      p.may_be_stub = true;
+      p.comm = comm;
+      p.mpi_type = type;
+      requests().add(*request, std::move(p));
+      return rc;
+    }
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(false, buf, count, t), true, request,
-                       [&](void* host) { return isend(host, bytes, MPI_BYTE, dest, tag, comm, request); });
+    Pending p = staged_pending(true, buf, count, t, persistent);
+    p.may_be_stub = may;
+    p.comm = comm;
+    p.mpi_type = type;
+    return post_staged(std::max(bytes, may ? ipc::kStubBytes : 0), std::move(p), false, request,
+                       [&](void* host) { return post(host, bytes, MPI_BYTE); });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
 }
 
-// Completes our requests among those PMPI just finished: `done` indices into `orig`.
-void complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone,
-                  const MPI_Status* st, bool indexed_status, int rc) {
+// The communicator of each message that MPI_Mprobe / MPI_Improbe matched, for its MPI_Mrecv.
+class Messages {
+ public:
+  void add(MPI_Message m, MPI_Comm c) {
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
+    std::lock_guard lock(mutex_);
+    comms_[m] = c;
+  }
+  MPI_Comm take(MPI_Message m) {
+    std::lock_guard lock(mutex_);
+    auto it = comms_.find(m);
+    if (it == comms_.end()) return MPI_COMM_NULL;
+    MPI_Comm c = it->second;
+    comms_.erase(it);
+    return c;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<MPI_Message, MPI_Comm> comms_;
+};
+Messages& messages() {
+  static auto* m = new Messages();
+  return *m;
+}
+
+// Completes our requests among those PMPI just finished: `done` indices into `orig`. Returns the
+// call's result, MPI_ERR_IN_STATUS when fetching an IPC message failed for one (its status says).
+int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone, MPI_Status* st,
+                 bool indexed_status, int rc) {
   for (int k = 0; k < ndone; ++k) {
     const int i = done ? done[k] : k;
     if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
-    requests().complete(orig[static_cast<std::size_t>(i)], &st[indexed_status ? i : k],
-                        rc == MPI_ERR_IN_STATUS);
+    MPI_Status* s = &st[indexed_status ? i : k];
+    const int e = requests().complete(orig[static_cast<std::size_t>(i)], s, rc == MPI_ERR_IN_STATUS);
+    if (e > 0) {
+      s->MPI_ERROR = e;
+      rc = MPI_ERR_IN_STATUS;
+    }
   }
+  return rc;
 }
 
 using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
@@ -99,42 +220,64 @@ int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type,
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(false, buf, count, t, true), false,
-                       request,
+    return post_staged(bytes, staged_pending(false, buf, count, t, true), false, request,
                        [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
 }
 
+void say_initialized(const char* how) {
+  if (!verbose()) return;
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "ferry-mpi: rank %d initialized (%s; GPU engine %s; IPC %s)\n", rank, how,
+               ferry::gpu::available() ? "available" : "not available",
+               ipc::enabled() ? "on" : "off");
+}
+
 }  // namespace
 
 extern "C" {
 
+// For programs and tools that want to know whether the interposer is loaded.
+int ferry_mpi_loaded(void) { return 1; }
+// Messages this process sent and received over CUDA IPC so far.
+long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
+long ferry_mpi_ipc_received(void) { return ipc::received(); }
+
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS && verbose()) {
-    int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    std::fprintf(stderr, "ferry-mpi: rank %d initialized (GPU engine %s)\n", rank,
-                 ferry::gpu::available() ? "available" : "not available");
+  if (rc == MPI_SUCCESS) {
+    ipc::init();
+    say_initialized("MPI_Init");
   }
   return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS && verbose()) {
-    int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    std::fprintf(stderr, "ferry-mpi: rank %d initialized (thread level %d)\n", rank, *provided);
+  if (rc == MPI_SUCCESS) {
+    ipc::init();
+    say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
   }
   return rc;
 }
 
 int MPI_Finalize(void) {
+  ipc::finalize();
   pool().release_all();
   return PMPI_Finalize();
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  if (comm) ipc::forget(*comm);
+  return PMPI_Comm_free(comm);
+}
+
+int MPI_Comm_disconnect(MPI_Comm* comm) {
+  if (comm) ipc::forget(*comm);
+  return PMPI_Comm_disconnect(comm);
 }
 
 int MPI_Type_commit(MPI_Datatype* type) {
@@ -192,80 +335,114 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
 }
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return PMPI_Send(buf, count, type, dest, tag, comm);
-  return staged_send(PMPI_Send, buf, count, type, dest, tag, comm);
+  return send(kSend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
-  return staged_send(PMPI_Ssend, buf, count, type, dest, tag, comm);
+  return send(kSsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
-  return staged_send(PMPI_Rsend, buf, count, type, dest, tag, comm);
+  return send(kRsend, buf, count, type, dest, tag, comm);
+}
+
+int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send(kBsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
              MPI_Status* status) {
-  if (!on_device(buf, count, type))
-    return PMPI_Recv(buf, count, type, source, tag, comm, status);
-  return staged_recv(buf, count, type, source, tag, comm, status);
+  return recv(buf, count, type, source, tag, comm, status);
 }
 
-int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
-  return staged_send(PMPI_Bsend, buf, count, type, dest, tag, comm);
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  int rc;
+  if (!requests().polling()) {
+    rc = PMPI_Mprobe(source, tag, comm, message, status);
+  } else {
+    int flag = 0;
+    do {
+      rc = PMPI_Improbe(source, tag, comm, &flag, message, status);
+      if (!flag) requests().progress();
+    } while (rc == MPI_SUCCESS && !flag);
+  }
+  if (rc == MPI_SUCCESS && ipc::enabled()) messages().add(*message, comm);
+  return rc;
 }
 
-// A matched receive (after MPI_Mprobe/MPI_Improbe) into GPU memory.
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                MPI_Status* status) {
+  serve();
+  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+  if (rc == MPI_SUCCESS && *flag && ipc::enabled()) messages().add(*message, comm);
+  return rc;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (!requests().polling()) return PMPI_Probe(source, tag, comm, status);
+  for (;;) {
+    int flag = 0;
+    int rc = PMPI_Iprobe(source, tag, comm, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    requests().progress();
+  }
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  serve();
+  return PMPI_Iprobe(source, tag, comm, flag, status);
+}
+
+// A matched receive (after MPI_Mprobe/MPI_Improbe).
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
-  if (!on_device(buf, count, type)) return PMPI_Mrecv(buf, count, type, message, status);
+  const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
+  const bool may = comm != MPI_COMM_NULL && ipc::may_get_stub(count, type, MPI_ANY_SOURCE, comm);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   try {
+    if (!on_device(buf, count, type)) {
+      int rc = PMPI_Mrecv(buf, count, type, message, st);
+      return may ? host_arrived(rc, buf, count, type, comm, st) : rc;
+    }
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    Staged host(bytes);
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    Staged host(std::max(bytes, ipc::kStubBytes));
     int rc = PMPI_Mrecv(host.p, bytes, MPI_BYTE, message, st);
-    if (rc != MPI_SUCCESS) return rc;
-    unpack_arrived(host.p, st, buf, *t);
-    return MPI_SUCCESS;
+    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
   } catch (const ferry::Error& e) {
-    return report(MPI_COMM_WORLD, e);
+    return report(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, e);
   }
 }
 
 int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
                MPI_Request* request) {
-  if (!on_device(buf, count, type)) return PMPI_Imrecv(buf, count, type, message, request);
-  try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(true, buf, count, t), false, request, [&](void* host) {
-      return PMPI_Imrecv(host, bytes, MPI_BYTE, message, request);
-    });
-  } catch (const ferry::Error& e) {
-    return report(MPI_COMM_WORLD, e);
-  }
+  const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
+  if (comm == MPI_COMM_NULL && !on_device(buf, count, type))
+    return PMPI_Imrecv(buf, count, type, message, request);
+  return irecv(buf, count, type, MPI_ANY_SOURCE, comm == MPI_COMM_NULL ? MPI_COMM_SELF : comm,
+               false, request, [&](void* b, int n, MPI_Datatype ty) {
+                 return PMPI_Imrecv(b, n, ty, message, request);
+               });
 }
 
 // In-place exchange of GPU data: pack to staging, exchange there, unpack what arrived.
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                          int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
-  if (!on_device(buf, count, type))
-    return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  serve();
+  if (!on_device(buf, count, type)) {
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, st);
+    return may ? host_arrived(rc, buf, count, type, comm, st) : rc;
+  }
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    Staged host(bytes);
+    Staged host(std::max(bytes, ipc::kStubBytes));
     ferry::gpu::pack(buf, count, *t, host.p);
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
-    if (rc != MPI_SUCCESS) return rc;
-    unpack_arrived(host.p, st, buf, *t);
-    return MPI_SUCCESS;
+    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -273,37 +450,35 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
-  if (!on_device(buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
-  return staged_isend(PMPI_Isend, buf, count, type, dest, tag, comm, request);
+  return isend(kSend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
-  if (!on_device(buf, count, type)) return PMPI_Issend(buf, count, type, dest, tag, comm, request);
-  return staged_isend(PMPI_Issend, buf, count, type, dest, tag, comm, request);
+  return isend(kSsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
-  if (!on_device(buf, count, type)) return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
-  return staged_isend(PMPI_Irsend, buf, count, type, dest, tag, comm, request);
+  return isend(kRsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return isend(kBsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
-  if (!on_device(buf, count, type))
+  if (!ipc::enabled() && !on_device(buf, count, type))
     return PMPI_Irecv(buf, count, type, source, tag, comm, request);
-  try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(true, buf, count, t), false, request, [&](void* host) {
-      return PMPI_Irecv(host, bytes, MPI_BYTE, source, tag, comm, request);
-    });
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+  return irecv(buf, count, type, source, comm, false, request,
+               [&](void* b, int n, MPI_Datatype ty) {
+                 return PMPI_Irecv(b, n, ty, source, tag, comm, request);
+               });
 }
 
+// Persistent sends stay staged: each MPI_Start packs into the request's own staging buffer.
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
   if (!on_device(buf, count, type)) return PMPI_Send_init(buf, count, type, dest, tag, comm, request);
@@ -326,18 +501,12 @@ int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int 
 
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  if (!on_device(buf, count, type))
+  if (!ipc::enabled() && !on_device(buf, count, type))
     return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
-  try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(true, buf, count, t, true), false, request,
-                       [&](void* host) {
-                         return PMPI_Recv_init(host, bytes, MPI_BYTE, source, tag, comm, request);
-                       });
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+  return irecv(buf, count, type, source, comm, true, request,
+               [&](void* b, int n, MPI_Datatype ty) {
+                 return PMPI_Recv_init(b, n, ty, source, tag, comm, request);
+               });
 }
 
 int MPI_Start(MPI_Request* request) {
@@ -367,37 +536,74 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   const MPI_Request orig = *request;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  int rc = PMPI_Wait(request, st);
-  if (rc == MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().complete(orig, st);
+  int rc = wait_serving(request, st);
+  if (rc == MPI_SUCCESS && orig != MPI_REQUEST_NULL) {
+    try {
+      const int e = requests().complete(orig, st);
+      if (e > 0) rc = e;
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
   return rc;
 }
 
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (requests().empty()) return PMPI_Test(request, flag, status);
+  serve();
   const MPI_Request orig = *request;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = PMPI_Test(request, flag, st);
-  if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) requests().complete(orig, st);
+  if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) {
+    try {
+      const int e = requests().complete(orig, st);
+      if (e > 0) rc = e;
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
   return rc;
 }
 
+// The "all", "any" and "some" forms: when IPC receives are pending, the wait is a loop of the
+// test form that serves them.
 int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
   if (requests().empty()) return PMPI_Waitall(count, requests_, statuses);
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
-  int rc = PMPI_Waitall(count, requests_, st.use);
-  if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) complete_all(orig, nullptr, count, st.use, true, rc);
+  int rc;
+  if (!requests().polling()) {
+    rc = PMPI_Waitall(count, requests_, st.use);
+  } else {
+    int flag = 0;
+    for (;;) {
+      rc = PMPI_Testall(count, requests_, &flag, st.use);
+      if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || flag) break;
+      requests().progress();
+    }
+  }
+  try {
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
+      rc = complete_all(orig, nullptr, count, st.use, true, rc);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
 int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status statuses[]) {
   if (requests().empty()) return PMPI_Testall(count, requests_, flag, statuses);
+  serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
   int rc = PMPI_Testall(count, requests_, flag, st.use);
-  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
-    complete_all(orig, nullptr, count, st.use, true, rc);
+  try {
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
+      rc = complete_all(orig, nullptr, count, st.use, true, rc);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
@@ -406,18 +612,43 @@ int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* stat
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  int rc = PMPI_Waitany(count, requests_, index, st);
-  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false, rc);
+  int rc;
+  if (!requests().polling()) {
+    rc = PMPI_Waitany(count, requests_, index, st);
+  } else {
+    int flag = 0;
+    for (;;) {
+      rc = PMPI_Testany(count, requests_, index, &flag, st);
+      if (rc != MPI_SUCCESS || flag) break;
+      requests().progress();
+    }
+  }
+  try {
+    if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) {
+      rc = complete_all(orig, index, 1, st, false, rc);
+      if (rc == MPI_ERR_IN_STATUS) rc = st->MPI_ERROR;
+    }
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
 int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_Status* status) {
   if (requests().empty()) return PMPI_Testany(count, requests_, index, flag, status);
+  serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = PMPI_Testany(count, requests_, index, flag, st);
-  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_all(orig, index, 1, st, false, rc);
+  try {
+    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) {
+      rc = complete_all(orig, index, 1, st, false, rc);
+      if (rc == MPI_ERR_IN_STATUS) rc = st->MPI_ERROR;
+    }
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
@@ -426,24 +657,42 @@ int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indice
   if (requests().empty()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
-  int rc = PMPI_Waitsome(incount, requests_, outcount, indices, st.use);
-  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
-    complete_all(orig, indices, *outcount, st.use, false, rc);
+  int rc;
+  if (!requests().polling()) {
+    rc = PMPI_Waitsome(incount, requests_, outcount, indices, st.use);
+  } else {
+    for (;;) {
+      rc = PMPI_Testsome(incount, requests_, outcount, indices, st.use);
+      if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount != 0) break;
+      requests().progress();
+    }
+  }
+  try {
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
+      rc = complete_all(orig, indices, *outcount, st.use, false, rc);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
 int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
   if (requests().empty()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
+  serve();
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
   int rc = PMPI_Testsome(incount, requests_, outcount, indices, st.use);
-  if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
-    complete_all(orig, indices, *outcount, st.use, false, rc);
+  try {
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
+      rc = complete_all(orig, indices, *outcount, st.use, false, rc);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
   return rc;
 }
 
-// Ferry cannot finish a staged request it no longer sees: freeing one waits for it first.
+// Ferry cannot finish a request it no longer sees: freeing an active one of ours waits for it.
 int MPI_Request_free(MPI_Request* request) {
   if (request && *request != MPI_REQUEST_NULL && !requests().empty()) {
     const MPI_Request r = *request;
@@ -451,7 +700,7 @@ int MPI_Request_free(MPI_Request* request) {
     if (state == 2) {  // active: finish it, then forget it
       MPI_Status st;
       MPI_Request copy = r;
-      int rc = PMPI_Wait(&copy, &st);
+      int rc = wait_serving(&copy, &st);
       if (rc != MPI_SUCCESS) return rc;
       requests().complete(r, &st);
       state = requests().forget_persistent(r);
@@ -462,53 +711,38 @@ int MPI_Request_free(MPI_Request* request) {
       requests().contains(*request)) {
     const MPI_Request orig = *request;
     MPI_Status st;
-    int rc = PMPI_Wait(request, &st);
+    int rc = wait_serving(request, &st);
     if (rc == MPI_SUCCESS) requests().complete(orig, &st);
     return rc;
   }
   return PMPI_Request_free(request);
 }
 
+// A GPU side, or a receive that may get an IPC stub, makes the exchange a non-blocking pair
+// completed together (what MPI_Sendrecv means), through the calls above.
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status) {
-  const bool send_dev = on_device(sendbuf, sendcount, sendtype);
-  const bool recv_dev = on_device(recvbuf, recvcount, recvtype);
-  if (!send_dev && !recv_dev)
+  const bool plain = !on_device(sendbuf, sendcount, sendtype) &&
+                     !on_device(recvbuf, recvcount, recvtype) && !requests().polling() &&
+                     !(ipc::enabled() && ipc::may_get_stub(recvcount, recvtype, source, comm));
+  if (plain)
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
                          source, recvtag, comm, status);
-  try {
-    // Each GPU side is staged; the exchange itself stays one PMPI_Sendrecv (no deadlock between
-    // two ranks exchanging with each other).
-    const void* sbuf = sendbuf;
-    int scount = sendcount;
-    MPI_Datatype stype = sendtype;
-    std::unique_ptr<Staged> shost, rhost;
-    if (send_dev) {
-      int bytes = 0;
-      auto t = staged_type(sendtype, sendcount, &bytes);
-      shost = std::make_unique<Staged>(bytes);
-      ferry::gpu::pack(sendbuf, sendcount, *t, shost->p);
-      sbuf = shost->p;
-      scount = bytes;
-      stype = MPI_BYTE;
-    }
-    if (!recv_dev)
-      return PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-                           recvtag, comm, status);
-    int rbytes = 0;
-    auto rt = staged_type(recvtype, recvcount, &rbytes);
-    rhost = std::make_unique<Staged>(rbytes);
-    MPI_Status local;
-    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, sendtag, rhost->p, rbytes,
-                           MPI_BYTE, source, recvtag, comm, st);
-    if (rc != MPI_SUCCESS) return rc;
-    unpack_arrived(rhost->p, st, recvbuf, *rt);
-    return MPI_SUCCESS;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
+  MPI_Request r[2];
+  int rc = MPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &r[0]);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = MPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &r[1]);
+  if (rc != MPI_SUCCESS) {
+    MPI_Cancel(&r[0]);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    return rc;
   }
+  MPI_Status st[2];
+  rc = MPI_Waitall(2, r, st);
+  if (status != MPI_STATUS_IGNORE) *status = st[0];
+  if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
+  return rc;
 }
 
 }  // extern "C"

@@ -132,7 +132,7 @@ Allocation allocation_of(const void* p) {
   a.base = reinterpret_cast<void*>(start);
   a.size = static_cast<i64>(size);
   a.id = id;
-  a.device = ordinal;
+  a.device = a.kind == Memory::host ? -1 : ordinal;
   return a;
 }
 

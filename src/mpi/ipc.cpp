@@ -1,0 +1,508 @@
+// Same-node GPU→GPU messages over CUDA IPC: the protocol is described in ipc.hpp.
+#include "mpi/ipc.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#if FERRY_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ferry::mpi_detail::ipc {
+namespace {
+
+// Where ranks live, and the private communicator for acknowledgements. Set once by init().
+struct World {
+  bool on = false;
+  int rank = 0;
+  std::vector<int> node_of;  // world rank -> world rank of its node's first process
+  MPI_Comm ctl = MPI_COMM_NULL;
+  std::uint64_t magic[2] = {0, 0};
+  int tag_span = 16000;  // acknowledgement tags cycle in [0, 2 * tag_span)
+  i64 threshold = 0;
+};
+World& world() {
+  static World w;
+  return w;
+}
+
+std::atomic<long> sent_count{0}, received_count{0};
+
+// Communicator rank -> world rank, per communicator (empty: an intercommunicator).
+class RankTables {
+ public:
+  int world_rank(MPI_Comm comm, int rank) {
+    if (rank < 0) return -1;
+    if (comm == MPI_COMM_WORLD) return rank;
+    std::lock_guard lock(mutex_);
+    auto it = tables_.find(comm);
+    if (it == tables_.end()) it = tables_.emplace(comm, build(comm)).first;
+    return rank < static_cast<int>(it->second.size()) ? it->second[static_cast<std::size_t>(rank)]
+                                                       : -1;
+  }
+  void forget(MPI_Comm comm) {
+    std::lock_guard lock(mutex_);
+    tables_.erase(comm);
+  }
+
+ private:
+  static std::vector<int> build(MPI_Comm comm) {
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return {};
+    const int n = comm_size(comm);
+    MPI_Group g, wg;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    std::vector<int> ranks(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) ranks[static_cast<std::size_t>(i)] = i;
+    PMPI_Group_translate_ranks(g, n, ranks.data(), wg, out.data());
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    for (int& r : out)
+      if (r == MPI_UNDEFINED) r = -1;  // a rank of a communicator from MPI_Comm_spawn / connect
+    return out;
+  }
+  std::mutex mutex_;
+  std::map<MPI_Comm, std::vector<int>> tables_;
+};
+RankTables& rank_tables() {
+  static auto* t = new RankTables();
+  return *t;
+}
+
+int type_size(MPI_Datatype type) {
+  int s = 0;
+  PMPI_Type_size(type, &s);
+  return s;
+}
+
+}  // namespace
+
+int world_rank(MPI_Comm comm, int rank) { return rank_tables().world_rank(comm, rank); }
+
+void forget(MPI_Comm comm) { rank_tables().forget(comm); }
+
+bool enabled() { return world().on; }
+long sent() { return sent_count.load(); }
+long received() { return received_count.load(); }
+
+bool same_node(MPI_Comm comm, int rank) {
+  const World& w = world();
+  if (!w.on) return false;
+  const int wr = world_rank(comm, rank);
+  return wr >= 0 && wr != w.rank && w.node_of[static_cast<std::size_t>(wr)] ==
+                                         w.node_of[static_cast<std::size_t>(w.rank)];
+}
+
+bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm) {
+  if (!world().on || source == MPI_PROC_NULL || count <= 0) return false;
+  if (static_cast<i64>(count) * type_size(type) < kMinBytes) return false;
+  if (source != MPI_ANY_SOURCE) return same_node(comm, source);
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  return !inter;
+}
+
+#if FERRY_HAVE_CUDA
+
+namespace {
+
+constexpr std::uint32_t kVersion = 1;
+constexpr int kAckDone = 0;      // the receiver has the data
+constexpr int kAckNeedData = 1;  // the receiver could not open the handle: send the data
+
+struct Stub {
+  std::uint64_t magic[2];
+  std::uint32_t version;
+  std::int32_t sender;  // world rank
+  std::int64_t bytes;   // packed size of the message
+  std::int64_t seq;     // names the acknowledgement (and fallback data) tags
+  std::int64_t offset;  // of the data in the sender's allocation
+  std::uint64_t base;   // the allocation's address in the sender
+  std::uint64_t alloc_id;
+  std::uint64_t reserved;  // keeps the stub at an unusual size (fewer messages look like one)
+  cudaIpcMemHandle_t handle;
+};
+static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protocol");
+
+int ack_tag(i64 seq) { return static_cast<int>(seq % world().tag_span) * 2; }
+int data_tag(i64 seq) { return ack_tag(seq) + 1; }
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw ferry::Error(MPI_ERR_OTHER, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Device buffers for packing non-contiguous IPC sends, by power-of-two size class. Their IPC
+// handles stay valid while they live, so receivers keep them mapped.
+class DevicePool {
+ public:
+  void* get(i64 bytes) {
+    i64 size = 4096;
+    while (size < bytes) size *= 2;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, static_cast<std::size_t>(size)), "cudaMalloc (IPC staging)");
+    std::lock_guard lock(mutex_);
+    sizes_[p] = size;
+    return p;
+  }
+  void put(void* p) {
+    if (!p) return;
+    std::lock_guard lock(mutex_);
+    free_.emplace(sizes_.at(p), p);
+  }
+  void release_all() {
+    std::lock_guard lock(mutex_);
+    for (auto& [p, size] : sizes_) cudaFree(p);
+    sizes_.clear();
+    free_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<i64, void*> free_;
+  std::map<void*, i64> sizes_;
+};
+DevicePool& device_pool() {
+  static auto* p = new DevicePool();
+  return *p;
+}
+
+// Sender: IPC handles by allocation (a new allocation at the same address has a new id).
+// Receiver: mapped sender allocations by (sender, address); a new id closes the old mapping.
+class Handles {
+ public:
+  bool handle_for(const ferry::gpu::Allocation& a, cudaIpcMemHandle_t* h) {
+    std::lock_guard lock(mutex_);
+    auto it = own_.find(a.base);
+    if (it != own_.end() && it->second.first == a.id) {
+      *h = it->second.second;
+      return true;
+    }
+    if (cudaIpcGetMemHandle(h, a.base) != cudaSuccess) {
+      cudaGetLastError();  // not IPC-capable (VMM or stream-ordered pool memory): stage instead
+      return false;
+    }
+    own_[a.base] = {a.id, *h};
+    return true;
+  }
+  void* open(const Stub& s) {
+    std::lock_guard lock(mutex_);
+    auto key = std::make_pair(s.sender, s.base);
+    auto it = mapped_.find(key);
+    if (it != mapped_.end()) {
+      if (it->second.first == s.alloc_id) return it->second.second;
+      cudaIpcCloseMemHandle(it->second.second);  // the sender freed that allocation
+      mapped_.erase(it);
+    }
+    void* p = nullptr;
+    if (cudaIpcOpenMemHandle(&p, s.handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    mapped_[key] = {s.alloc_id, p};
+    return p;
+  }
+  void close_all() {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, m] : mapped_) cudaIpcCloseMemHandle(m.second);
+    mapped_.clear();
+    own_.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<void*, std::pair<unsigned long long, cudaIpcMemHandle_t>> own_;
+  std::map<std::pair<int, std::uint64_t>, std::pair<unsigned long long, void*>> mapped_;
+};
+Handles& handles() {
+  static auto* h = new Handles();
+  return *h;
+}
+
+cudaStream_t copy_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st = nullptr;
+    cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+    return st;
+  }();
+  return s;
+}
+
+// Per destination: the next sequence number.
+class Sequences {
+ public:
+  i64 next(int dest) {
+    std::lock_guard lock(mutex_);
+    return seq_[dest]++;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, i64> seq_;
+};
+Sequences& sequences() {
+  static auto* s = new Sequences();
+  return *s;
+}
+
+// What a send keeps until its acknowledgement: the stub (its buffer must outlive the Isend), the
+// acknowledgement word, the packed staging buffer.
+struct InFlight {
+  Stub stub{};
+  int ack = -1;
+  MPI_Request stub_request = MPI_REQUEST_NULL;
+  void* staging = nullptr;  // device pool buffer, or null when the user's buffer was sent
+  const void* src = nullptr;
+  int dest_world = -1;
+  ~InFlight() { device_pool().put(staging); }
+};
+
+// After the acknowledgement: finish the stub's send; send the data if the receiver asked for it.
+int conclude(InFlight& f) {
+  int rc = PMPI_Wait(&f.stub_request, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS || f.ack != kAckNeedData) return rc;
+  Staged host(f.stub.bytes);
+  ferry::gpu::copy(host.p, f.src, f.stub.bytes);
+  return PMPI_Send(host.p, static_cast<int>(f.stub.bytes), MPI_BYTE, f.dest_world,
+                   data_tag(f.stub.seq), world().ctl);
+}
+
+i64 default_threshold() {
+  const char* e = std::getenv("FERRY_IPC_MIN");
+  // Built-in model until the measured one (issue 5) is loaded: below 64 KiB staging through the
+  // MPI's shared memory costs about what the IPC round of stub, mapping and acknowledgement does.
+  i64 t = e && *e ? std::atoll(e) : i64{64} << 10;
+  return std::max(t, kMinBytes);
+}
+
+}  // namespace
+
+void init() {
+  World& w = world();
+  const char* e = std::getenv("FERRY_IPC");
+  const bool wanted = !(e && e[0] == '0') && ferry::gpu::available();
+  // Every rank takes part in the collective setup, so all agree even where some lack a GPU.
+  int all = wanted ? 1 : 0;
+  PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) return;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  const int n = comm_size(MPI_COMM_WORLD);
+  MPI_Comm node;
+  PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int leader = w.rank;
+  PMPI_Bcast(&leader, 1, MPI_INT, 0, node);
+  PMPI_Comm_free(&node);
+  w.node_of.assign(static_cast<std::size_t>(n), -1);
+  PMPI_Allgather(&leader, 1, MPI_INT, w.node_of.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  PMPI_Comm_dup(MPI_COMM_WORLD, &w.ctl);
+  if (w.rank == 0) {
+    std::random_device rd;
+    w.magic[0] = (std::uint64_t{rd()} << 32) ^ rd();
+    w.magic[1] = (std::uint64_t{rd()} << 32) ^ rd() ^ 0x46455252590000ULL;
+  }
+  PMPI_Bcast(w.magic, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  int* ub = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(w.ctl, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) w.tag_span = std::max(1, (*ub - 1) / 2);
+  w.threshold = default_threshold();
+  w.on = true;
+}
+
+void finalize() {
+  World& w = world();
+  if (!w.on) return;
+  w.on = false;
+  handles().close_all();
+  device_pool().release_all();
+  if (w.ctl != MPI_COMM_NULL) PMPI_Comm_free(&w.ctl);
+}
+
+bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+              MPI_Comm comm, MPI_Request* request, int* rc) {
+  const World& w = world();
+  if (!w.on || count <= 0) return false;
+  const int dw = world_rank(comm, dest);
+  if (dw < 0 || dw == w.rank || w.node_of[static_cast<std::size_t>(dw)] !=
+                                    w.node_of[static_cast<std::size_t>(w.rank)])
+    return false;
+  std::shared_ptr<const ferry::Type> t;
+  try {
+    t = ferry::lookup(type);
+  } catch (const ferry::Error&) {
+    return false;
+  }
+  const i64 bytes = ferry::pack_size(count, *t);
+  if (bytes < w.threshold) return false;
+  const char* first = static_cast<const char*>(buf) + t->data_lb(count);
+  ferry::gpu::Allocation a = ferry::gpu::allocation_of(first);
+  if (a.kind != ferry::gpu::Memory::device) return false;
+
+  auto f = std::make_shared<InFlight>();
+  f->dest_world = dw;
+  if (t->dense()) {
+    f->src = first;
+  } else {
+    f->staging = device_pool().get(bytes);
+    ferry::gpu::pack(buf, count, *t, f->staging);
+    f->src = f->staging;
+    a = ferry::gpu::allocation_of(f->staging);
+  }
+  Stub& s = f->stub;
+  if (!handles().handle_for(a, &s.handle)) return false;  // f's staging goes back to the pool
+  s.magic[0] = w.magic[0];
+  s.magic[1] = w.magic[1];
+  s.version = kVersion;
+  s.sender = w.rank;
+  s.bytes = bytes;
+  s.seq = sequences().next(dw);
+  s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
+  s.base = reinterpret_cast<std::uint64_t>(a.base);
+  s.alloc_id = a.id;
+
+  MPI_Request ack;
+  *rc = PMPI_Irecv(&f->ack, 1, MPI_INT, dw, ack_tag(s.seq), w.ctl, &ack);
+  if (*rc != MPI_SUCCESS) return true;
+  switch (mode) {
+    case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
+    case Mode::sync: *rc = PMPI_Issend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
+    case Mode::ready: *rc = PMPI_Irsend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
+  }
+  if (*rc != MPI_SUCCESS) {
+    PMPI_Cancel(&ack);
+    PMPI_Request_free(&ack);
+    return true;
+  }
+  sent_count.fetch_add(1);
+  if (request == nullptr) {  // blocking: wait for the acknowledgement, serving others meanwhile
+    for (;;) {
+      int flag = 0;
+      *rc = PMPI_Test(&ack, &flag, MPI_STATUS_IGNORE);
+      if (*rc != MPI_SUCCESS || flag) break;
+      requests().progress();
+    }
+    if (*rc == MPI_SUCCESS) *rc = conclude(*f);
+    return true;
+  }
+  *request = ack;
+  Pending p;
+  p.finish = [f](const MPI_Status*) {
+    const int r = conclude(*f);
+    if (r != MPI_SUCCESS) throw ferry::Error(r, "IPC send: finishing the stub failed");
+  };
+  requests().add(ack, std::move(p));
+  return true;
+}
+
+bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
+                 MPI_Comm comm, MPI_Status* st, int* rc) {
+  const World& w = world();
+  if (!w.on || st->MPI_SOURCE < 0) return false;
+  int got = 0;
+  PMPI_Get_count(st, MPI_BYTE, &got);
+  if (got != kStubBytes) return false;
+  const int sw = world_rank(comm, st->MPI_SOURCE);
+  if (sw < 0 || sw == w.rank || w.node_of[static_cast<std::size_t>(sw)] !=
+                                    w.node_of[static_cast<std::size_t>(w.rank)])
+    return false;
+  Stub s;
+  if (staging) {
+    std::memcpy(&s, staging, sizeof s);
+  } else {  // the bytes went into the user's host buffer, laid out by its type
+    const int size = type_size(type);
+    const int elems = std::min(count, (kStubBytes + size - 1) / size);
+    std::vector<char> packed(static_cast<std::size_t>(elems) * static_cast<std::size_t>(size) + 64);
+    int pos = 0;
+    PMPI_Pack(buf, elems, type, packed.data(), static_cast<int>(packed.size()), &pos, MPI_COMM_SELF);
+    if (pos < kStubBytes) return false;
+    std::memcpy(&s, packed.data(), sizeof s);
+  }
+  if (s.magic[0] != w.magic[0] || s.magic[1] != w.magic[1] || s.version != kVersion ||
+      s.sender != sw)
+    return false;
+
+  // A stub: fetch the data from the sender's GPU memory.
+  const i64 size = type_size(type);
+  const i64 capacity = static_cast<i64>(count) * size;
+  const i64 elems = size ? std::min(s.bytes, capacity) / size : 0;
+  const i64 take = elems * size;
+  void* mapped = handles().open(s);
+  int ack = mapped ? kAckDone : kAckNeedData;
+  std::unique_ptr<Staged> host;
+  const char* src = mapped ? static_cast<const char*>(mapped) + s.offset : nullptr;
+  if (!mapped) {  // fallback: the data comes staged on the private communicator
+    PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+    host = std::make_unique<Staged>(s.bytes);
+    PMPI_Recv(host->p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), w.ctl,
+              MPI_STATUS_IGNORE);
+    src = static_cast<const char*>(host->p);
+  }
+  std::shared_ptr<const ferry::Type> t;
+  try {
+    t = ferry::lookup(type);
+  } catch (const ferry::Error&) {
+  }
+  if (take > 0) {
+    if (t && t->dense()) {
+      char* dst = static_cast<char*>(buf) + t->data_lb(elems);
+      cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault,
+                                 copy_stream()),
+                 "IPC copy");
+      cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
+    } else if (buf_on_device && t) {
+      ferry::gpu::unpack_async(src, buf, elems, *t, copy_stream());
+      cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
+    } else {  // host buffer of a type Ferry may not know: bring the bytes over, MPI unpacks
+      std::unique_ptr<Staged> bounce;
+      const void* bytes_src = src;
+      if (mapped) {
+        bounce = std::make_unique<Staged>(take);
+        ferry::gpu::copy(bounce->p, src, take);
+        bytes_src = bounce->p;
+      }
+      int pos = 0;
+      PMPI_Unpack(bytes_src, static_cast<int>(take), &pos, buf, static_cast<int>(elems), type,
+                  MPI_COMM_SELF);
+    }
+  }
+  if (mapped) PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+  received_count.fetch_add(1);
+  PMPI_Status_set_elements_x(st, MPI_BYTE, take);
+  *rc = s.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+  if (*rc != MPI_SUCCESS) st->MPI_ERROR = *rc;
+  return true;
+}
+
+#else  // built without CUDA: no IPC
+
+void init() {}
+void finalize() {}
+bool try_send(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*, int*) {
+  return false;
+}
+bool finish_recv(void*, int, MPI_Datatype, bool, const void*, MPI_Comm, MPI_Status*, int*) {
+  return false;
+}
+
+#endif
+
+}  // namespace ferry::mpi_detail::ipc

@@ -1,0 +1,68 @@
+// Same-node GPU→GPU messages over CUDA IPC.
+//
+// Protocol. A send of device memory to another process on this node, large enough that the model
+// picks IPC, does not move the data through MPI: the sender sends a stub of kStubBytes on the
+// user's communicator with the user's tag (so matching, ANY_SOURCE/ANY_TAG and non-overtaking order
+// stay the MPI's own), carrying a random per-job magic, the CUDA IPC handle of the allocation that
+// holds the data (the user's buffer when the type is dense, else a device staging buffer the GPU
+// engine packed into), the offset in it and the packed size. The receiver, on any receive of at
+// least kMinBytes whose message is stub-sized and carries the magic, opens the handle (cached per
+// sender allocation; a new allocation id at the same address closes the old mapping), copies or
+// unpacks straight from the sender's GPU memory over NVLink into its buffer (device or host),
+// fixes the status' count to the real size, and acknowledges on a private duplicate of
+// MPI_COMM_WORLD. The sender's request completes on that acknowledgement (a rendezvous, like MPI's
+// own large-message protocol). If the receiver cannot open the handle, its acknowledgement asks
+// for the data and the sender sends it staged on the private communicator.
+//
+// Progress: a receiver may sit in another blocking call while a sender waits for its
+// acknowledgement, so every blocking call of the interposer polls pending receives that may hold a
+// stub (see Requests::progress) while any exist.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "mpi/common.hpp"
+
+namespace ferry::mpi_detail::ipc {
+
+constexpr int kStubBytes = 136;
+// Receives smaller than this never hold a stub: no send below it uses IPC.
+constexpr i64 kMinBytes = 4096;
+
+// After PMPI_Init: node locality of every rank, the private communicator, the magic.
+void init();
+void finalize();
+bool enabled();
+
+// The world rank of `rank` in `comm`, or -1 (intercommunicator, MPI_PROC_NULL, not a rank).
+int world_rank(MPI_Comm comm, int rank);
+// `rank` of `comm` is another process on this node.
+bool same_node(MPI_Comm comm, int rank);
+// MPI_Comm_free: forget the communicator's rank table (the handle may be reused).
+void forget(MPI_Comm comm);
+
+enum class Mode { standard, sync, ready };
+
+// Sends `count` of `type` from device memory over IPC if the method for it is IPC; returns false
+// (and does nothing) when it is not, so the caller stages instead. `request`: null for a blocking
+// send, else the request the user waits on. `*rc` is the MPI result.
+bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+              MPI_Comm comm, MPI_Request* request, int* rc);
+
+// A receive of `count` `type` into `buf` completed with `st`. When the message is a stub, the data
+// is fetched into `buf` now (staging: where the bytes arrived for a staged device receive, or
+// null when they arrived in `buf` itself) and the status fixed; returns true and sets *rc
+// (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit).
+bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
+                 MPI_Comm comm, MPI_Status* st, int* rc);
+
+// Messages sent and received over IPC by this process so far (for tests and benchmarks).
+long sent();
+long received();
+
+// The receive may get a stub: large enough, from a same-node peer or MPI_ANY_SOURCE.
+bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm);
+
+}  // namespace ferry::mpi_detail::ipc
