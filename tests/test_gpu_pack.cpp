@@ -277,7 +277,7 @@ TEST_F(GpuPack, PageableBuffersAreRefusedAsync) {
 
 // Pointer classification (driver API, cached): every kind of memory, a pointer inside a
 // sub-allocated pool reports the enclosing allocation, and an address reused by a new allocation
-// gets a new id while the cache still calls it device memory.
+// gets a new id; pinned memory at an address that was device memory before is pinned memory.
 TEST_F(GpuPack, PointersAreClassifiedByTheDriver) {
   using ferry::gpu::Memory;
   std::vector<char> pageable(64);
@@ -295,7 +295,7 @@ TEST_F(GpuPack, PointersAreClassifiedByTheDriver) {
   CUDA_OK(cudaMalloc(&pool, 8 << 20));
   char* inside = pool + (3 << 20) + 40;
   EXPECT_EQ(ferry::gpu::memory_of(inside), Memory::device);
-  EXPECT_EQ(ferry::gpu::memory_of(pool + (8 << 20) - 1), Memory::device);  // cached range
+  EXPECT_EQ(ferry::gpu::memory_of(pool + (8 << 20) - 1), Memory::device);
   ferry::gpu::Allocation a = ferry::gpu::allocation_of(inside);
   EXPECT_EQ(a.kind, Memory::device);
   EXPECT_EQ(a.base, pool);
@@ -311,6 +311,9 @@ TEST_F(GpuPack, PointersAreClassifiedByTheDriver) {
   EXPECT_EQ(ferry::gpu::memory_of(again), Memory::device);
   EXPECT_NE(ferry::gpu::allocation_of(again).id, id);
   CUDA_OK(cudaFree(again));
+  void* pinned_again = ferry::gpu::alloc_pinned(8 << 20);
+  EXPECT_EQ(ferry::gpu::memory_of(pinned_again), Memory::pinned_host);
+  ferry::gpu::free_pinned(pinned_again);
   EXPECT_EQ(ferry::gpu::allocation_of(pageable.data()).kind, Memory::host);
   EXPECT_EQ(ferry::gpu::allocation_of(pageable.data()).device, -1);
 }

@@ -467,4 +467,68 @@ TEST_F(MpiGpu, IpcWindowsAndProgress) {
   MPI_Barrier(pair_comm());
 }
 
+// Probes of IPC messages report the real size, and the receive that follows gets the data:
+// Probe + Recv, Iprobe + Irecv, Mprobe + Mrecv, Improbe + Imrecv, into device and host memory.
+TEST_F(MpiGpu, IpcProbes) {
+  const int me = rank_of(), other = 1 - me;
+  const std::size_t n = 1 << 17;
+  Device src(n);
+  std::vector<double> host = values(world_rank(), n);
+  CUDA_OK(cudaMemcpy(src.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  const int peer_world = world_rank() ^ 1;
+  if (me == 0) {
+    for (int k = 0; k < 4; ++k)
+      ASSERT_EQ(MPI_Send(src.p, static_cast<int>(n - k), MPI_DOUBLE, other, 60 + k, pair_comm()),
+                MPI_SUCCESS);
+  } else {
+    Device got(n);
+    std::vector<double> back(n);
+    for (int k = 0; k < 4; ++k) {
+      MPI_Status st;
+      MPI_Message msg = MPI_MESSAGE_NULL;
+      int flag = 0;
+      if (k == 0) {
+        ASSERT_EQ(MPI_Probe(other, 60, pair_comm(), &st), MPI_SUCCESS);
+      } else if (k == 1) {
+        while (!flag) ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 61, pair_comm(), &flag, &st), MPI_SUCCESS);
+      } else if (k == 2) {
+        ASSERT_EQ(MPI_Mprobe(other, 62, pair_comm(), &msg, &st), MPI_SUCCESS);
+      } else {
+        while (!flag)
+          ASSERT_EQ(MPI_Improbe(other, MPI_ANY_TAG, pair_comm(), &flag, &msg, &st), MPI_SUCCESS);
+      }
+      int count = 0;
+      MPI_Get_count(&st, MPI_DOUBLE, &count);
+      ASSERT_EQ(count, static_cast<int>(n) - k) << "probe " << k;
+      EXPECT_EQ(st.MPI_TAG, 60 + k);
+      MPI_Status rst;
+      if (k == 0) {
+        ASSERT_EQ(MPI_Recv(got.p, count, MPI_DOUBLE, st.MPI_SOURCE, st.MPI_TAG, pair_comm(), &rst),
+                  MPI_SUCCESS);
+      } else if (k == 1) {
+        MPI_Request r;
+        ASSERT_EQ(MPI_Irecv(got.p, count, MPI_DOUBLE, st.MPI_SOURCE, st.MPI_TAG, pair_comm(), &r),
+                  MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &rst), MPI_SUCCESS);
+      } else if (k == 2) {
+        ASSERT_EQ(MPI_Mrecv(got.p, count, MPI_DOUBLE, &msg, &rst), MPI_SUCCESS);
+        EXPECT_EQ(msg, MPI_MESSAGE_NULL);
+      } else {
+        std::vector<double> hostgot(n);
+        MPI_Request r;
+        ASSERT_EQ(MPI_Imrecv(hostgot.data(), count, MPI_DOUBLE, &msg, &r), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &rst), MPI_SUCCESS);
+        CUDA_OK(cudaMemcpy(got.p, hostgot.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+      }
+      int rcount = 0;
+      MPI_Get_count(&rst, MPI_DOUBLE, &rcount);
+      EXPECT_EQ(rcount, count) << "receive " << k;
+      CUDA_OK(cudaMemcpy(back.data(), got.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+      ASSERT_EQ(back[0], peer_world * 1e6);
+      ASSERT_EQ(back[static_cast<std::size_t>(count) - 1], peer_world * 1e6 + count - 1) << k;
+    }
+  }
+  MPI_Barrier(pair_comm());
+}
+
 }  // namespace

@@ -20,6 +20,7 @@
 // Probes of staged messages need nothing: they travel as bytes, so a probe's status counts the
 // bytes and MPI_Get_count with the receive datatype divides them.
 #include "mpi/common.hpp"
+#include "mpi/early.hpp"
 #include "mpi/ipc.hpp"
 
 #include <cstdio>
@@ -118,6 +119,14 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
   const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  if (early::any()) {
+    try {
+      int rc = MPI_SUCCESS;
+      if (early::recv(buf, count, type, source, tag, comm, st, &rc)) return rc;
+    } catch (const ferry::Error& e) {
+      return report(comm, e);
+    }
+  }
   if (!on_device(buf, count, type)) {
     if (!may && !requests().polling()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
     try {
@@ -355,46 +364,74 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
   return recv(buf, count, type, source, tag, comm, status);
 }
 
-int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
-  int rc;
-  if (!requests().polling()) {
-    rc = PMPI_Mprobe(source, tag, comm, message, status);
-  } else {
-    int flag = 0;
-    do {
-      rc = PMPI_Improbe(source, tag, comm, &flag, message, status);
-      if (!flag) requests().progress();
-    } while (rc == MPI_SUCCESS && !flag);
+// Probes: a stub-sized message from a same-node process is taken early so the status can say
+// its real size (early.hpp); messages taken early answer probes first.
+static int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                 MPI_Status* status, bool blocking) {
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  try {
+    for (;;) {
+      if (early::probe(source, tag, comm, st, message)) {
+        *flag = 1;
+        return MPI_SUCCESS;
+      }
+      int rc = message ? PMPI_Improbe(source, tag, comm, flag, message, st)
+                       : PMPI_Iprobe(source, tag, comm, flag, st);
+      if (rc != MPI_SUCCESS) return rc;
+      if (*flag) {
+        if (ipc::enabled()) {
+          rc = early::after_probe(comm, st, message);
+          if (message) messages().add(*message, comm);
+        }
+        return rc;
+      }
+      if (!blocking) return MPI_SUCCESS;
+      requests().progress();
+    }
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
   }
-  if (rc == MPI_SUCCESS && ipc::enabled()) messages().add(*message, comm);
-  return rc;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  int flag = 0;
+  if (!ipc::enabled() && !requests().polling())
+    return PMPI_Mprobe(source, tag, comm, message, status);
+  return probe(source, tag, comm, &flag, message, status, true);
 }
 
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
                 MPI_Status* status) {
   serve();
-  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
-  if (rc == MPI_SUCCESS && *flag && ipc::enabled()) messages().add(*message, comm);
-  return rc;
+  if (!ipc::enabled()) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  return probe(source, tag, comm, flag, message, status, false);
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  if (!requests().polling()) return PMPI_Probe(source, tag, comm, status);
-  for (;;) {
-    int flag = 0;
-    int rc = PMPI_Iprobe(source, tag, comm, &flag, status);
-    if (rc != MPI_SUCCESS || flag) return rc;
-    requests().progress();
-  }
+  int flag = 0;
+  if (!ipc::enabled() && !requests().polling()) return PMPI_Probe(source, tag, comm, status);
+  return probe(source, tag, comm, &flag, nullptr, status, true);
 }
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   serve();
-  return PMPI_Iprobe(source, tag, comm, flag, status);
+  if (!ipc::enabled()) return PMPI_Iprobe(source, tag, comm, flag, status);
+  return probe(source, tag, comm, flag, nullptr, status, false);
 }
 
 // A matched receive (after MPI_Mprobe/MPI_Improbe).
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (early::any()) {
+    MPI_Status local;
+    int rc = MPI_SUCCESS;
+    try {
+      if (early::mrecv(buf, count, type, message, status == MPI_STATUS_IGNORE ? &local : status, &rc))
+        return rc;
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
   const bool may = comm != MPI_COMM_NULL && ipc::may_get_stub(count, type, MPI_ANY_SOURCE, comm);
   MPI_Status local;
@@ -416,6 +453,16 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
 
 int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
                MPI_Request* request) {
+  if (early::any()) {
+    MPI_Status st;
+    int rc = MPI_SUCCESS;
+    try {
+      if (early::mrecv(buf, count, type, message, &st, &rc))
+        return early::completed_request(st, rc, request);
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
   if (comm == MPI_COMM_NULL && !on_device(buf, count, type))
     return PMPI_Imrecv(buf, count, type, message, request);
@@ -470,6 +517,16 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
+  if (early::any()) {  // a message a probe took early completes the receive at once
+    MPI_Status st;
+    int rc = MPI_SUCCESS;
+    try {
+      if (early::recv(buf, count, type, source, tag, comm, &st, &rc))
+        return early::completed_request(st, rc, request);
+    } catch (const ferry::Error& e) {
+      return report(comm, e);
+    }
+  }
   if (!ipc::enabled() && !on_device(buf, count, type))
     return PMPI_Irecv(buf, count, type, source, tag, comm, request);
   return irecv(buf, count, type, source, comm, false, request,

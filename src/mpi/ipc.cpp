@@ -492,7 +492,21 @@ bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, co
   return true;
 }
 
+bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* bytes) {
+  const World& w = world();
+  if (!w.on) return false;
+  Stub s;
+  std::memcpy(&s, received, sizeof s);
+  if (s.magic[0] != w.magic[0] || s.magic[1] != w.magic[1] || s.version != kVersion ||
+      s.sender != world_rank(comm, st.MPI_SOURCE))
+    return false;
+  *bytes = s.bytes;
+  return true;
+}
+
 #else  // built without CUDA: no IPC
+
+bool stub_size(const void*, MPI_Comm, const MPI_Status&, i64*) { return false; }
 
 void init() {}
 void finalize() {}

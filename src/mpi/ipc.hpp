@@ -58,6 +58,10 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
 bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
                  MPI_Comm comm, MPI_Status* st, int* rc);
 
+// The bytes of a stub-sized message `received` from `st`'s source: true if it is a stub, with the
+// size of the message it stands for.
+bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* bytes);
+
 // Messages sent and received over IPC by this process so far (for tests and benchmarks).
 long sent();
 long received();

@@ -5,13 +5,13 @@
 // process. libcuda is opened at run time (the static runtime does the same), so Ferry loads on
 // machines without a driver.
 //
-// The cache keeps a ferry call on a host buffer to a few nanoseconds (the interposer checks every
-// buffer): a direct-mapped table of host pages the driver called host, and an ordered map of the
-// device allocations it has seen, with their extent. A host page cannot become device memory
-// (device and managed allocations come from the driver's own reserved address range), so host
-// verdicts stay true; a device range that is freed stays GPU memory in the cache until the address
-// is allocated again, which the allocation id (`Allocation::id`) tells callers that need to know
-// (the IPC handle caches). FERRY_POINTER_CACHE=0 turns the cache off.
+// The cache keeps a call on a host buffer to a few nanoseconds (the interposer checks every
+// buffer of every call): a direct-mapped table of host pages the driver called pageable host
+// memory. Only those verdicts are kept. Device memory is asked of the driver every time (its cost
+// is small next to any GPU work that follows): a freed device range can be reused by the driver
+// for pinned host memory, so a cached device verdict could go stale. A host verdict goes stale
+// only if the application unmaps host memory and the driver later maps GPU memory at that
+// address; FERRY_POINTER_CACHE=0 turns the cache off for such programs.
 #include <ferry/gpu.hpp>
 
 #include <cuda.h>
@@ -21,9 +21,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "sys/error.hpp"
@@ -63,32 +60,8 @@ class PointerCache {
     const std::uintptr_t page = a >> kPageBits;
     host_[page % kHostSlots].store(page + 1, std::memory_order_relaxed);
   }
-  bool device(std::uintptr_t a, Memory* kind) const {
-    std::shared_lock lock(mutex_);
-    auto it = ranges_.upper_bound(a);
-    if (it == ranges_.begin()) return false;
-    --it;
-    if (a >= it->second.end) return false;
-    *kind = it->second.kind;
-    return true;
-  }
-  void add_device(std::uintptr_t start, std::uintptr_t end, Memory kind) {
-    std::unique_lock lock(mutex_);
-    // A new allocation replaces every stale range it overlaps.
-    auto it = ranges_.lower_bound(start);
-    if (it != ranges_.begin() && std::prev(it)->second.end > start) --it;
-    while (it != ranges_.end() && it->first < end) it = ranges_.erase(it);
-    ranges_.emplace(start, Range{end, kind});
-  }
-
  private:
-  struct Range {
-    std::uintptr_t end;
-    Memory kind;
-  };
   std::array<std::atomic<std::uintptr_t>, kHostSlots> host_{};
-  mutable std::shared_mutex mutex_;
-  std::map<std::uintptr_t, Range> ranges_;
 };
 
 PointerCache& cache() {
@@ -140,20 +113,9 @@ Memory memory_of(const void* p) {
   if (p == nullptr || !available()) return Memory::host;
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const bool use_cache = cache_enabled();
-  Memory kind;
-  if (use_cache) {
-    if (cache().host_page(addr)) return Memory::host;
-    if (cache().device(addr, &kind)) return kind;
-  }
+  if (use_cache && cache().host_page(addr)) return Memory::host;
   const Allocation a = allocation_of(p);
-  if (use_cache) {
-    if (a.kind == Memory::host) {
-      cache().add_host_page(addr);
-    } else if ((a.kind == Memory::device || a.kind == Memory::managed) && a.base && a.size > 0) {
-      const auto start = reinterpret_cast<std::uintptr_t>(a.base);
-      cache().add_device(start, start + static_cast<std::uintptr_t>(a.size), a.kind);
-    }
-  }
+  if (use_cache && a.kind == Memory::host) cache().add_host_page(addr);
   return a.kind;
 }
 
