@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
   }
 #endif
   ::testing::InitGoogleTest(&argc, argv);
-  MPI_Init(&argc, &argv);
+  // Threads: the interposer's tests under MPI_THREAD_MULTIPLE check themselves for the level.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   // Errors come back as return codes so tests can assert on the error class.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0;

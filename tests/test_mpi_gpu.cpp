@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -528,6 +529,62 @@ TEST_F(MpiGpu, IpcProbes) {
       ASSERT_EQ(back[static_cast<std::size_t>(count) - 1], peer_world * 1e6 + count - 1) << k;
     }
   }
+  MPI_Barrier(pair_comm());
+}
+
+// Under MPI_THREAD_MULTIPLE: threads exchange device messages (staged and IPC sizes) at once,
+// each on its own tags, with request handles that MPI reuses as they complete; and a cancelled
+// staged receive leaves the device buffer alone.
+TEST_F(MpiGpu, ThreadsAndCancel) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  const int me = rank_of(), other = 1 - me;
+  Device untouched(8);
+  CUDA_OK(cudaMemset(untouched.p, 0, 8 * sizeof(double)));
+  MPI_Request r;
+  ASSERT_EQ(MPI_Irecv(untouched.p, 8, MPI_DOUBLE, other, 7777, pair_comm(), &r), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
+  MPI_Status cst;
+  ASSERT_EQ(MPI_Wait(&r, &cst), MPI_SUCCESS);
+  int cancelled = 0;
+  MPI_Test_cancelled(&cst, &cancelled);
+  EXPECT_EQ(cancelled, 1);
+  double first = -1;
+  CUDA_OK(cudaMemcpy(&first, untouched.p, sizeof first, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(first, 0.0);
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+
+  const int threads = 4, rounds = 20;
+  std::vector<int> bad(threads, 0);
+  int device = 0;
+  cudaGetDevice(&device);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      cudaSetDevice(device);
+      const std::size_t n = t % 2 ? 1 << 15 : 100;  // 256 KiB (IPC) or 800 B (staged)
+      double *src = nullptr, *dst = nullptr;
+      cudaMalloc(&src, n * sizeof(double));
+      cudaMalloc(&dst, n * sizeof(double));
+      std::vector<double> v(n), back(n);
+      for (int k = 0; k < rounds; ++k) {
+        for (std::size_t i = 0; i < n; ++i) v[i] = world_rank() * 1e6 + t * 1e4 + k + static_cast<double>(i);
+        cudaMemcpy(src, v.data(), n * sizeof(double), cudaMemcpyHostToDevice);
+        MPI_Request rq[2];
+        MPI_Irecv(dst, static_cast<int>(n), MPI_DOUBLE, other, 100 + t, pair_comm(), &rq[0]);
+        MPI_Isend(src, static_cast<int>(n), MPI_DOUBLE, other, 100 + t, pair_comm(), &rq[1]);
+        if (MPI_Waitall(2, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS) ++bad[static_cast<std::size_t>(t)];
+        cudaMemcpy(back.data(), dst, n * sizeof(double), cudaMemcpyDeviceToHost);
+        const double want = (world_rank() ^ 1) * 1e6 + t * 1e4 + k;
+        if (back[0] != want || back[n - 1] != want + static_cast<double>(n - 1))
+          ++bad[static_cast<std::size_t>(t)];
+      }
+      cudaFree(src);
+      cudaFree(dst);
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(bad[static_cast<std::size_t>(t)], 0) << "thread " << t;
   MPI_Barrier(pair_comm());
 }
 

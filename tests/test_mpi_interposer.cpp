@@ -186,4 +186,53 @@ TEST(Interposer, TruncationIsReported) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Cancelling a receive nobody sends to, probes and MPI_Get_elements with a derived type, zero-size
+// messages and MPI_PROC_NULL: what the system MPI gives.
+TEST(Interposer, CancelProbeElementsProcNull) {
+  const int me = rank_of(MPI_COMM_WORLD), n = size_of(MPI_COMM_WORLD);
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  std::vector<double> buf(64, 1.0);
+  MPI_Request r;
+  ASSERT_EQ(MPI_Irecv(buf.data(), 64, MPI_DOUBLE, MPI_ANY_SOURCE, 999, MPI_COMM_WORLD, &r),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Cancel(&r), MPI_SUCCESS);
+  MPI_Status st;
+  ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  EXPECT_EQ(cancelled, 1);
+
+  // A pair type {double, int} received as 5 elements' worth of bytes: probe and elements.
+  MPI_Datatype pair;
+  int lens[2] = {1, 1};
+  MPI_Aint disps[2] = {0, 8};
+  MPI_Datatype types[2] = {MPI_DOUBLE, MPI_INT};
+  MPI_Type_create_struct(2, lens, disps, types, &pair);
+  MPI_Type_commit(&pair);
+  std::vector<char> raw(16 * 8, 0);
+  if (me == 0) {
+    ASSERT_EQ(MPI_Send(raw.data(), 5, pair, 1, 21, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(raw.data(), 0, pair, 1, 22, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else if (me == 1) {
+    ASSERT_EQ(MPI_Probe(0, 21, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    int count = 0, elems = 0;
+    MPI_Get_count(&st, pair, &count);
+    MPI_Get_elements(&st, pair, &elems);
+    EXPECT_EQ(count, 5);
+    EXPECT_EQ(elems, 10);
+    ASSERT_EQ(MPI_Recv(raw.data(), 8, pair, 0, 21, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    MPI_Get_elements(&st, pair, &elems);
+    EXPECT_EQ(elems, 10);
+    ASSERT_EQ(MPI_Recv(raw.data(), 8, pair, 0, 22, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    MPI_Get_count(&st, pair, &count);
+    EXPECT_EQ(count, 0);
+  }
+  MPI_Type_free(&pair);
+  ASSERT_EQ(MPI_Recv(buf.data(), 4, MPI_DOUBLE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+  EXPECT_EQ(st.MPI_SOURCE, MPI_PROC_NULL);
+  EXPECT_EQ(st.MPI_TAG, MPI_ANY_TAG);
+  ASSERT_EQ(MPI_Send(buf.data(), 4, MPI_DOUBLE, MPI_PROC_NULL, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace

@@ -182,6 +182,12 @@ bool Requests::contains(MPI_Request r) {
   return table_.count(r) != 0;
 }
 
+bool Requests::cancellable(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  auto it = table_.lower_bound(r);
+  return it == table_.end() || it->first != r || !it->second.uncancellable;
+}
+
 int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
   const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;

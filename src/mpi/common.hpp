@@ -111,6 +111,7 @@ struct Pending {
   bool active = false;      // a persistent request between MPI_Start and its completion
   // Run once the request completed successfully (and was not cancelled), after any unpack.
   std::function<void(const MPI_Status*)> finish;
+  bool uncancellable = false;  // an IPC send: its stub is out; MPI_Cancel leaves it alone
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
   bool device = true;  // buf is GPU memory, received through `staging`; false: a host buffer
@@ -140,6 +141,8 @@ class Requests {
   void add(MPI_Request r, Pending p);
   bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
   bool contains(MPI_Request r);
+  // MPI_Cancel may go to MPI (false for IPC sends, whose receiver may already be reading).
+  bool cancellable(MPI_Request r);
   // Finishes a completed request that was ours (unpacks a receive, fetches an IPC message and
   // fixes its status); returns -1 if it was not ours, else the request's MPI result.
   // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how

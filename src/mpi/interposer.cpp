@@ -749,6 +749,14 @@ int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indice
   return rc;
 }
 
+// A send over IPC cannot be taken back once its stub is out (MPI lets a cancel fail: the request
+// then completes normally and MPI_Test_cancelled says false). Everything else goes to MPI; a
+// cancelled staged receive unpacks nothing.
+int MPI_Cancel(MPI_Request* request) {
+  if (request && !requests().empty() && !requests().cancellable(*request)) return MPI_SUCCESS;
+  return PMPI_Cancel(request);
+}
+
 // Ferry cannot finish a request it no longer sees: freeing an active one of ours waits for it.
 int MPI_Request_free(MPI_Request* request) {
   if (request && *request != MPI_REQUEST_NULL && !requests().empty()) {
