@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -585,6 +586,62 @@ TEST_F(MpiGpu, ThreadsAndCancel) {
   }
   for (auto& th : pool) th.join();
   for (int t = 0; t < threads; ++t) EXPECT_EQ(bad[static_cast<std::size_t>(t)], 0) << "thread " << t;
+  MPI_Barrier(pair_comm());
+}
+
+}  // namespace
+
+extern "C" long ferry_mpi_pipelined_sent(void);
+
+namespace {
+
+// Large messages, contiguous and strided, received with another type into device and host
+// memory. Under FERRY_IPC_MIN=<huge> (the test_mpi_gpu_pipelined registration) IPC is never
+// chosen, so they go pipelined: chunks of whole sender elements, unpacked as whole receiver
+// elements complete.
+TEST_F(MpiGpu, LargeMessagesPipelined) {
+  const int me = rank_of(), other = 1 - me;
+  const char* ipc_min = std::getenv("FERRY_IPC_MIN");
+  const bool expect_pipelined = ipc_min && std::atoll(ipc_min) > (1LL << 40);
+  const std::size_t n = 1 << 20;  // 8 MiB of doubles
+  Device src(2 * n), dst(2 * n);
+  std::vector<double> host = values(world_rank(), 2 * n);
+  CUDA_OK(cudaMemcpy(src.p, host.data(), 2 * n * sizeof(double), cudaMemcpyHostToDevice));
+  MPI_Datatype col;  // 1024 doubles at stride 2: 8 KiB packed; 512 of them are 4 MiB
+  MPI_Type_vector(1024, 1, 2, MPI_DOUBLE, &col);
+  MPI_Datatype colr;
+  MPI_Type_create_resized(col, 0, 2048 * sizeof(double), &colr);
+  MPI_Type_commit(&colr);
+  const int peer_world = world_rank() ^ 1;
+  const long before = ferry_mpi_pipelined_sent();
+  if (me == 0) {
+    ASSERT_EQ(MPI_Send(src.p + 3, static_cast<int>(n), MPI_DOUBLE, other, 70, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(src.p + 1, 512, colr, other, 71, pair_comm()), MPI_SUCCESS);
+    if (expect_pipelined) EXPECT_EQ(ferry_mpi_pipelined_sent() - before, 2);
+  } else {
+    std::vector<double> back(2 * n);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(dst.p, static_cast<int>(2 * n), MPI_DOUBLE, other, 70, pair_comm(), &st),
+              MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, static_cast<int>(n));
+    CUDA_OK(cudaMemcpy(back.data(), dst.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; i += 999) ASSERT_EQ(back[i], peer_world * 1e6 + 3.0 + i) << i;
+    ASSERT_EQ(back[n - 1], peer_world * 1e6 + 3.0 + (n - 1));
+    // The strided message into host memory as plain doubles.
+    std::vector<double> flat(512 * 1024);
+    ASSERT_EQ(MPI_Recv(flat.data(), static_cast<int>(flat.size()), MPI_DOUBLE, other, 71,
+                       pair_comm(), &st),
+              MPI_SUCCESS);
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, 512 * 1024);
+    for (std::size_t e = 0; e < 512; e += 7)
+      for (std::size_t j = 0; j < 1024; j += 101)
+        ASSERT_EQ(flat[e * 1024 + j], peer_world * 1e6 + 1.0 + e * 2048 + 2 * j) << e << " " << j;
+  }
+  MPI_Type_free(&colr);
+  MPI_Type_free(&col);
   MPI_Barrier(pair_comm());
 }
 

@@ -62,6 +62,7 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
   try {
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc)) return rc;
+    if (k.ipc && ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, &rc)) return rc;
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
@@ -254,6 +255,8 @@ int ferry_mpi_loaded(void) { return 1; }
 // Messages this process sent and received over CUDA IPC so far.
 long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
 long ferry_mpi_ipc_received(void) { return ipc::received(); }
+// Messages this process sent pipelined (chunks staged while MPI moves the ones before).
+long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
 
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);

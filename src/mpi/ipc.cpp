@@ -27,14 +27,16 @@ struct World {
   MPI_Comm ctl = MPI_COMM_NULL;
   std::uint64_t magic[2] = {0, 0};
   int tag_span = 16000;  // acknowledgement tags cycle in [0, 2 * tag_span)
-  i64 threshold = 0;
+  i64 threshold = 0;           // IPC from this packed size up
+  i64 pipeline_threshold = 0;  // pipelined staging from this packed size up
+  i64 chunk_bytes = 0;         // pipelined chunk size
 };
 World& world() {
   static World w;
   return w;
 }
 
-std::atomic<long> sent_count{0}, received_count{0};
+std::atomic<long> sent_count{0}, received_count{0}, pipelined_count{0};
 
 // Communicator rank -> world rank, per communicator (empty: an intercommunicator).
 class RankTables {
@@ -93,6 +95,7 @@ void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 
 bool enabled() { return world().on; }
 long sent() { return sent_count.load(); }
+long pipelined() { return pipelined_count.load(); }
 long received() { return received_count.load(); }
 
 bool same_node(MPI_Comm comm, int rank) {
@@ -105,8 +108,10 @@ bool same_node(MPI_Comm comm, int rank) {
 
 bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm) {
   if (!world().on || source == MPI_PROC_NULL || count <= 0) return false;
-  if (static_cast<i64>(count) * type_size(type) < kMinBytes) return false;
-  if (source != MPI_ANY_SOURCE) return same_node(comm, source);
+  const i64 capacity = static_cast<i64>(count) * type_size(type);
+  if (capacity < kMinBytes) return false;
+  if (source != MPI_ANY_SOURCE)
+    return capacity >= kPipelineMinBytes ? world_rank(comm, source) >= 0 : same_node(comm, source);
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   return !inter;
@@ -117,6 +122,8 @@ bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm) {
 namespace {
 
 constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kIpc = 1;
+constexpr std::uint32_t kPipelined = 2;
 constexpr int kAckDone = 0;      // the receiver has the data
 constexpr int kAckNeedData = 1;  // the receiver could not open the handle: send the data
 
@@ -129,7 +136,8 @@ struct Stub {
   std::int64_t offset;  // of the data in the sender's allocation
   std::uint64_t base;   // the allocation's address in the sender
   std::uint64_t alloc_id;
-  std::uint64_t reserved;  // keeps the stub at an unusual size (fewer messages look like one)
+  std::uint32_t kind;         // kIpc or kPipelined
+  std::uint32_t chunk_elems;  // pipelined: sender elements per chunk (`offset`: bytes per chunk)
   cudaIpcMemHandle_t handle;
 };
 static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protocol");
@@ -286,12 +294,15 @@ int conclude(InFlight& f) {
                    data_tag(f.stub.seq), world().ctl);
 }
 
+i64 env_bytes(const char* name, i64 fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoll(e) : fallback;
+}
+
 i64 default_threshold() {
-  const char* e = std::getenv("FERRY_IPC_MIN");
   // Built-in model until the measured one (issue 5) is loaded: below 64 KiB staging through the
   // MPI's shared memory costs about what the IPC round of stub, mapping and acknowledgement does.
-  i64 t = e && *e ? std::atoll(e) : i64{64} << 10;
-  return std::max(t, kMinBytes);
+  return std::max(env_bytes("FERRY_IPC_MIN", i64{64} << 10), kMinBytes);
 }
 
 }  // namespace
@@ -325,6 +336,8 @@ void init() {
   PMPI_Comm_get_attr(w.ctl, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) w.tag_span = std::max(1, (*ub - 1) / 2);
   w.threshold = default_threshold();
+  w.pipeline_threshold = std::max(env_bytes("FERRY_PIPELINE_MIN", i64{4} << 20), kPipelineMinBytes);
+  w.chunk_bytes = std::max(env_bytes("FERRY_PIPELINE_CHUNK", i64{1} << 20), i64{4096});
   w.on = true;
 }
 
@@ -374,6 +387,7 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
   s.version = kVersion;
   s.sender = w.rank;
   s.bytes = bytes;
+  s.kind = kIpc;
   s.seq = sequences().next(dw);
   s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
   s.base = reinterpret_cast<std::uint64_t>(a.base);
@@ -414,6 +428,100 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
   return true;
 }
 
+namespace {
+
+// Bytes of the packed stream at `src` (GPU memory, mapped from the sender, or host staging) into
+// `elems` elements of `type` at `buf` (device or host).
+void deliver(const char* src, bool src_on_host, void* buf, i64 elems, MPI_Datatype type,
+             bool buf_on_device, const std::shared_ptr<const ferry::Type>& t) {
+  const i64 take = elems * type_size(type);
+  if (take <= 0) return;
+  if (t && t->dense()) {
+    char* dst = static_cast<char*>(buf) + t->data_lb(elems);
+    cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault,
+                               copy_stream()),
+               "IPC copy");
+    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
+  } else if (buf_on_device && t) {
+    ferry::gpu::unpack_async(src, buf, elems, *t, copy_stream());
+    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
+  } else {  // a host buffer of a type Ferry may not know: bring the bytes over, MPI unpacks
+    std::unique_ptr<Staged> bounce;
+    if (!src_on_host) {
+      bounce = std::make_unique<Staged>(take);
+      ferry::gpu::copy(bounce->p, src, take);
+      src = static_cast<const char*>(bounce->p);
+    }
+    int pos = 0;
+    PMPI_Unpack(src, static_cast<int>(take), &pos, buf, static_cast<int>(elems), type,
+                MPI_COMM_SELF);
+  }
+}
+
+std::shared_ptr<const ferry::Type> ferry_type(MPI_Datatype type) {
+  try {
+    return ferry::lookup(type);
+  } catch (const ferry::Error&) {
+    return nullptr;
+  }
+}
+
+// IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.
+void fetch_ipc(const Stub& s, int sw, void* buf, i64 elems, MPI_Datatype type, bool buf_on_device) {
+  const World& w = world();
+  void* mapped = handles().open(s);
+  int ack = mapped ? kAckDone : kAckNeedData;
+  auto t = ferry_type(type);
+  if (mapped) {
+    deliver(static_cast<const char*>(mapped) + s.offset, false, buf, elems, type, buf_on_device, t);
+    PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+    return;
+  }
+  // The handle did not open here: the data comes staged on the private communicator.
+  PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+  Staged host(s.bytes);
+  PMPI_Recv(host.p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), w.ctl,
+            MPI_STATUS_IGNORE);
+  deliver(static_cast<const char*>(host.p), true, buf, elems, type, buf_on_device, t);
+}
+
+// Pipelined: every chunk's receive is posted at once into one pinned buffer; as each arrives, the
+// whole receive elements it completes are unpacked while the next chunks come in.
+void receive_pipelined(const Stub& s, int sw, void* buf, i64 elems, MPI_Datatype type,
+                       bool buf_on_device) {
+  const World& w = world();
+  const i64 chunk = s.offset;
+  const i64 nchunks = (s.bytes + chunk - 1) / chunk;
+  Staged host(s.bytes);
+  char* base = static_cast<char*>(host.p);
+  std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks));
+  for (i64 c = 0; c < nchunks; ++c)
+    PMPI_Irecv(base + c * chunk, static_cast<int>(std::min(chunk, s.bytes - c * chunk)), MPI_BYTE,
+               sw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
+  auto t = ferry_type(type);
+  const i64 size = type_size(type);
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_get_extent(type, &lb, &extent);
+  i64 done = 0;
+  for (i64 c = 0; c < nchunks; ++c) {
+    PMPI_Wait(&r[static_cast<std::size_t>(c)], MPI_STATUS_IGNORE);
+    const i64 covered = size ? std::min(elems, std::min(s.bytes, (c + 1) * chunk) / size) : 0;
+    if (covered <= done) continue;
+    char* origin = static_cast<char*>(buf) + done * extent;
+    if (buf_on_device && t) {  // asynchronous: overlaps the next chunks' arrival
+      ferry::gpu::unpack_async(base + done * size, origin, covered - done, *t, copy_stream());
+    } else {
+      int pos = 0;
+      PMPI_Unpack(base + done * size, static_cast<int>((covered - done) * size), &pos, origin,
+                  static_cast<int>(covered - done), type, MPI_COMM_SELF);
+    }
+    done = covered;
+  }
+  cuda_check(cudaStreamSynchronize(copy_stream()), "pipelined unpack");
+}
+
+}  // namespace
+
 bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
                  MPI_Comm comm, MPI_Status* st, int* rc) {
   const World& w = world();
@@ -422,9 +530,7 @@ bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, co
   PMPI_Get_count(st, MPI_BYTE, &got);
   if (got != kStubBytes) return false;
   const int sw = world_rank(comm, st->MPI_SOURCE);
-  if (sw < 0 || sw == w.rank || w.node_of[static_cast<std::size_t>(sw)] !=
-                                    w.node_of[static_cast<std::size_t>(w.rank)])
-    return false;
+  if (sw < 0 || sw == w.rank) return false;
   Stub s;
   if (staging) {
     std::memcpy(&s, staging, sizeof s);
@@ -438,58 +544,91 @@ bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, co
     std::memcpy(&s, packed.data(), sizeof s);
   }
   if (s.magic[0] != w.magic[0] || s.magic[1] != w.magic[1] || s.version != kVersion ||
-      s.sender != sw)
+      s.sender != sw || (s.kind != kIpc && s.kind != kPipelined))
     return false;
 
-  // A stub: fetch the data from the sender's GPU memory.
   const i64 size = type_size(type);
   const i64 capacity = static_cast<i64>(count) * size;
   const i64 elems = size ? std::min(s.bytes, capacity) / size : 0;
-  const i64 take = elems * size;
-  void* mapped = handles().open(s);
-  int ack = mapped ? kAckDone : kAckNeedData;
-  std::unique_ptr<Staged> host;
-  const char* src = mapped ? static_cast<const char*>(mapped) + s.offset : nullptr;
-  if (!mapped) {  // fallback: the data comes staged on the private communicator
-    PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
-    host = std::make_unique<Staged>(s.bytes);
-    PMPI_Recv(host->p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), w.ctl,
-              MPI_STATUS_IGNORE);
-    src = static_cast<const char*>(host->p);
+  if (s.kind == kIpc) {
+    fetch_ipc(s, sw, buf, elems, type, buf_on_device);
+  } else {
+    receive_pipelined(s, sw, buf, elems, type, buf_on_device);
   }
-  std::shared_ptr<const ferry::Type> t;
-  try {
-    t = ferry::lookup(type);
-  } catch (const ferry::Error&) {
-  }
-  if (take > 0) {
-    if (t && t->dense()) {
-      char* dst = static_cast<char*>(buf) + t->data_lb(elems);
-      cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault,
-                                 copy_stream()),
-                 "IPC copy");
-      cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
-    } else if (buf_on_device && t) {
-      ferry::gpu::unpack_async(src, buf, elems, *t, copy_stream());
-      cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
-    } else {  // host buffer of a type Ferry may not know: bring the bytes over, MPI unpacks
-      std::unique_ptr<Staged> bounce;
-      const void* bytes_src = src;
-      if (mapped) {
-        bounce = std::make_unique<Staged>(take);
-        ferry::gpu::copy(bounce->p, src, take);
-        bytes_src = bounce->p;
-      }
-      int pos = 0;
-      PMPI_Unpack(bytes_src, static_cast<int>(take), &pos, buf, static_cast<int>(elems), type,
-                  MPI_COMM_SELF);
-    }
-  }
-  if (mapped) PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
   received_count.fetch_add(1);
-  PMPI_Status_set_elements_x(st, MPI_BYTE, take);
+  PMPI_Status_set_elements_x(st, MPI_BYTE, elems * size);
   *rc = s.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
   if (*rc != MPI_SUCCESS) st->MPI_ERROR = *rc;
+  return true;
+}
+
+bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                   MPI_Comm comm, int* rc) {
+  const World& w = world();
+  if (!w.on || count < 2) return false;
+  const int dw = world_rank(comm, dest);
+  if (dw < 0 || dw == w.rank) return false;
+  auto t = ferry_type(type);
+  if (!t) return false;
+  const i64 bytes = ferry::pack_size(count, *t);
+  if (bytes < w.pipeline_threshold || t->size() == 0) return false;
+  const i64 chunk_elems = std::max<i64>(1, w.chunk_bytes / t->size());
+  if (chunk_elems >= count) return false;  // one chunk: nothing to overlap
+  const i64 chunk = chunk_elems * t->size();
+  const i64 nchunks = (bytes + chunk - 1) / chunk;
+
+  Stub s{};
+  s.magic[0] = w.magic[0];
+  s.magic[1] = w.magic[1];
+  s.version = kVersion;
+  s.kind = kPipelined;
+  s.sender = w.rank;
+  s.bytes = bytes;
+  s.seq = sequences().next(dw);
+  s.offset = chunk;
+  s.chunk_elems = static_cast<std::uint32_t>(chunk_elems);
+  MPI_Request stub;
+  switch (mode) {
+    case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
+    case Mode::sync: *rc = PMPI_Issend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
+    case Mode::ready: *rc = PMPI_Irsend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
+  }
+  if (*rc != MPI_SUCCESS) return true;
+
+  // Pack every chunk asynchronously into pinned memory, each with its event; send each chunk as
+  // soon as its event fires, while the GPU packs the next ones.
+  Staged host(bytes);
+  char* base = static_cast<char*>(host.p);
+  std::vector<cudaEvent_t> ev(static_cast<std::size_t>(nchunks));
+  for (auto& e : ev) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  const i64 extent = t->extent();
+  for (i64 c = 0; c < nchunks; ++c) {
+    const i64 first = c * chunk_elems;
+    const i64 n = std::min(chunk_elems, static_cast<i64>(count) - first);
+    ferry::gpu::pack_async(static_cast<const char*>(buf) + first * extent, n, *t, base + c * chunk,
+                           copy_stream(), ev[static_cast<std::size_t>(c)]);
+  }
+  std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks) + 1, MPI_REQUEST_NULL);
+  r.back() = stub;
+  for (i64 c = 0; c < nchunks && *rc == MPI_SUCCESS; ++c) {
+    cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
+    *rc = PMPI_Isend(base + c * chunk, static_cast<int>(std::min(chunk, bytes - c * chunk)), MPI_BYTE,
+                     dw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
+    int flag = 0;
+    PMPI_Testall(static_cast<int>(c) + 1, r.data(), &flag, MPI_STATUSES_IGNORE);  // progress
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  for (;;) {
+    int flag = 0;
+    int e = PMPI_Testall(static_cast<int>(r.size()), r.data(), &flag, MPI_STATUSES_IGNORE);
+    if (e != MPI_SUCCESS) {
+      *rc = e;
+      break;
+    }
+    if (flag) break;
+    requests().progress();
+  }
+  pipelined_count.fetch_add(1);
   return true;
 }
 
@@ -499,7 +638,7 @@ bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* b
   Stub s;
   std::memcpy(&s, received, sizeof s);
   if (s.magic[0] != w.magic[0] || s.magic[1] != w.magic[1] || s.version != kVersion ||
-      s.sender != world_rank(comm, st.MPI_SOURCE))
+      s.sender != world_rank(comm, st.MPI_SOURCE) || (s.kind != kIpc && s.kind != kPipelined))
     return false;
   *bytes = s.bytes;
   return true;
@@ -514,6 +653,7 @@ void finalize() {}
 bool try_send(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*, int*) {
   return false;
 }
+bool try_pipelined(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, int*) { return false; }
 bool finish_recv(void*, int, MPI_Datatype, bool, const void*, MPI_Comm, MPI_Status*, int*) {
   return false;
 }

@@ -30,6 +30,8 @@ namespace ferry::mpi_detail::ipc {
 constexpr int kStubBytes = 136;
 // Receives smaller than this never hold a stub: no send below it uses IPC.
 constexpr i64 kMinBytes = 4096;
+// Nor does any send below this use the pipelined method, the one that also crosses nodes.
+constexpr i64 kPipelineMinBytes = i64{1} << 20;
 
 // After PMPI_Init: node locality of every rank, the private communicator, the magic.
 void init();
@@ -51,6 +53,13 @@ enum class Mode { standard, sync, ready };
 bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* request, int* rc);
 
+// Sends `count` of `type` from device memory pipelined if the method for it is: chunks of whole
+// elements packed into pinned memory while MPI moves the ones before (MPI-ACC); the receiver
+// unpacks each chunk as it arrives. A stub on the user's communicator announces the chunks, which
+// follow on the private one. Blocking sends only; false when not used.
+bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                   MPI_Comm comm, int* rc);
+
 // A receive of `count` `type` into `buf` completed with `st`. When the message is a stub, the data
 // is fetched into `buf` now (staging: where the bytes arrived for a staged device receive, or
 // null when they arrived in `buf` itself) and the status fixed; returns true and sets *rc
@@ -64,6 +73,7 @@ bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* b
 
 // Messages sent and received over IPC by this process so far (for tests and benchmarks).
 long sent();
+long pipelined();
 long received();
 
 // The receive may get a stub: large enough, from a same-node peer or MPI_ANY_SOURCE.
