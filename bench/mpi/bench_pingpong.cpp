@@ -1,0 +1,776 @@
+// bench_pingpong: MPI ping-pong between two ranks, the same binary with and without the interposer
+// (LD_PRELOAD=libferry-mpi.so). Not linked with Ferry: it sees the interposer only through the MPI
+// calls it makes, as an application does.
+//
+//   host         host buffers (pageable), contiguous MPI_BYTE, through MPI_Send/MPI_Recv
+//   host_pmpi    the same through PMPI_Send/PMPI_Recv, which no interposer wraps, interleaved with
+//                `host` in chunks: the interposer's host cost measured within one run
+//   device       cudaMalloc buffers handed straight to MPI_Send/MPI_Recv (interposer only)
+//   staged       what a user writes without Ferry: cudaMemcpy D2H into pinned host memory, MPI on
+//                the host buffer, cudaMemcpy H2D on the receiver
+//   face         the 1.5 MiB -X halo face of a 262^3 double grid in device memory as an MPI
+//                subarray datatype, MPI_Send(grid, 1, face, ...) (interposer only)
+//   face_host    the same face and datatype on a host grid: what the MPI's own datatype engine does
+//   face_staged  the device face by hand: pack kernel, D2H, MPI, H2D, unpack kernel
+//
+// Rank 0 sends, rank 1 returns; one-way time = round trip / 2, timed on rank 0's host clock around
+// the round trip (blocking MPI calls are synchronous for the host; the staged modes end with a
+// device synchronization). Every (mode, size) is checked once before it is timed: both receivers
+// compare what arrived with what was sent, and the program aborts on a mismatch.
+//
+//   mpiexec -n 2 bench_pingpong [--modes host,device,...] [--min-size 1] [--max-size 256M]
+//                               [--reps N] [--quick] [--json FILE]
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pingpong_kernels.hpp"
+
+namespace {
+
+using i64 = std::int64_t;
+using pingpong::Grid;
+
+int rank = 0;
+constexpr int kTag = 7;
+const MPI_Comm comm = MPI_COMM_WORLD;
+
+[[noreturn]] void fail(const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "bench_pingpong: rank %d: FAILED: %s\n", rank, msg);
+  std::fflush(stderr);
+  MPI_Abort(comm, 3);
+  std::exit(3);
+}
+
+#define CK(call)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) fail("%s:%d %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+struct Options {
+  std::vector<std::string> modes{"host", "host_pmpi", "staged", "device", "face_host", "face_staged", "face"};
+  i64 min_size = 1;
+  i64 max_size = i64{256} << 20;
+  int reps = 0;  // 0: scaled by size
+  bool quick = false;
+  std::string json;
+};
+
+i64 parse_size(const char* s) {
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  i64 mult = 1;
+  if (end && *end) {
+    switch (*end) {
+      case 'k': case 'K': mult = i64{1} << 10; break;
+      case 'm': case 'M': mult = i64{1} << 20; break;
+      case 'g': case 'G': mult = i64{1} << 30; break;
+      case 'b': case 'B': break;
+      default: mult = 0;
+    }
+  }
+  if (!(v >= 0) || mult == 0) {
+    std::fprintf(stderr, "bench_pingpong: bad size '%s' (use e.g. 8, 64K, 256M)\n", s);
+    std::exit(2);
+  }
+  return static_cast<i64>(v * static_cast<double>(mult));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    std::size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > at) out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+void usage() {
+  std::printf(
+      "usage: mpiexec -n 2 bench_pingpong [options]\n"
+      "  --modes LIST      comma-separated, of host,host_pmpi,staged,device,face_host,face_staged,face\n"
+      "                    (default: all; device and face need the interposer, all but host and\n"
+      "                    host_pmpi a GPU; the others are skipped with a message)\n"
+      "  --min-size SIZE   smallest message (default 1; sizes are powers of two)\n"
+      "  --max-size SIZE   largest message (default 256M; 1M with --quick)\n"
+      "  --reps N          timed round trips per size (default: scaled by size)\n"
+      "  --quick           fewer sizes and repetitions, for a smoke test\n"
+      "  --json FILE       write the results as JSON (rank 0)\n");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  bool max_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_pingpong: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--modes") o.modes = split(value());
+    else if (a == "--min-size") o.min_size = std::max<i64>(1, parse_size(value()));
+    else if (a == "--max-size") { o.max_size = parse_size(value()); max_given = true; }
+    else if (a == "--reps") o.reps = std::atoi(value());
+    else if (a == "--quick") o.quick = true;
+    else if (a == "--json") o.json = value();
+    else if (a == "--help" || a == "-h") { if (rank == 0) usage(); MPI_Finalize(); std::exit(0); }
+    else {
+      if (rank == 0) {
+        std::fprintf(stderr, "bench_pingpong: unknown option %s\n", a.c_str());
+        usage();
+      }
+      MPI_Finalize();
+      std::exit(2);
+    }
+  }
+  if (o.quick && !max_given) o.max_size = i64{1} << 20;
+  if (o.max_size > (i64{1} << 30)) o.max_size = i64{1} << 30;  // counts stay ints
+  for (const std::string& m : o.modes)
+    if (m != "host" && m != "host_pmpi" && m != "staged" && m != "device" && m != "face_host" &&
+        m != "face_staged" && m != "face") {
+      if (rank == 0) std::fprintf(stderr, "bench_pingpong: unknown mode %s\n", m.c_str());
+      MPI_Finalize();
+      std::exit(2);
+    }
+  return o;
+}
+
+// Timed round trips for one size: many for small messages, fewer for large ones, so that each
+// size moves about the same number of bytes.
+int reps_for(const Options& o, i64 bytes) {
+  if (o.reps > 0) return o.reps;
+  const i64 budget = o.quick ? i64{16} << 20 : i64{1} << 30;
+  const i64 lo = o.quick ? 3 : 20, hi = o.quick ? 100 : 2000;
+  return static_cast<int>(std::clamp<i64>(budget / std::max<i64>(bytes, 1), lo, hi));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment: interposer, GPU
+
+struct Env {
+  bool preload = false;
+  std::string preload_how = "none";  // how the interposer was detected
+  std::string preload_path;
+  bool gpu = false;
+  int device = -1, devices = 0;
+  std::string device_name = "none";
+  std::string gpu_id;        // host name + GPU UUID
+  int same_gpu = -1;         // -1: no GPU
+  std::string mpi_version;
+  std::string hostname;
+  std::string date;
+} env;
+
+// The interposer exports ferry_mpi_loaded(); without that symbol (older builds) MPI_Send resolving
+// into a library called libferry-mpi means it is loaded all the same.
+void detect_interposer() {
+  using LoadedFn = int (*)();
+  void* sym = dlsym(RTLD_DEFAULT, "ferry_mpi_loaded");
+  Dl_info info{};
+  if (sym) {
+    env.preload = reinterpret_cast<LoadedFn>(sym)() != 0;
+    env.preload_how = "ferry_mpi_loaded()";
+    if (dladdr(sym, &info) && info.dli_fname) env.preload_path = info.dli_fname;
+    return;
+  }
+  void* send = dlsym(RTLD_DEFAULT, "MPI_Send");
+  if (send && dladdr(send, &info) && info.dli_fname) {
+    const char* base = std::strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    if (std::strstr(base, "ferry-mpi")) {
+      env.preload = true;
+      env.preload_how = "MPI_Send in libferry-mpi";
+      env.preload_path = info.dli_fname;
+    }
+  }
+}
+
+int env_local_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                        "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return -1;
+}
+
+// Before MPI_Init, so that whatever the MPI library or the interposer does with CUDA happens on
+// this rank's device: node-local rank r uses device r % count (of the devices it can see).
+void choose_device_early() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    cudaGetLastError();  // clear: a machine without a GPU or driver is fine for the host modes
+    return;
+  }
+  env.devices = n;
+  const int local = env_local_rank();
+  env.device = (local >= 0 ? local : 0) % n;
+  if (cudaSetDevice(env.device) != cudaSuccess) {
+    cudaGetLastError();
+    env.devices = 0;
+    env.device = -1;
+  }
+}
+
+std::string utc_now() {
+  char buf[64];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void setup_env() {
+  detect_interposer();
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  env.hostname = name;
+  char ver[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  MPI_Get_library_version(ver, &len);
+  env.mpi_version = std::string(ver, std::strcspn(ver, "\n,"));
+  env.date = utc_now();
+
+  // Node-local rank, now from MPI; the device choice of choose_device_early() is corrected if the
+  // launcher did not say.
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  if (env.devices > 0) {
+    const int want = local % env.devices;
+    if (want != env.device) {
+      CK(cudaSetDevice(want));
+      env.device = want;
+    }
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, env.device));
+    env.device_name = prop.name;
+    char uuid[64];
+    int at = 0;
+    for (int i = 0; i < 16; ++i)
+      at += std::snprintf(uuid + at, sizeof uuid - static_cast<std::size_t>(at), "%02x",
+                          static_cast<unsigned char>(prop.uuid.bytes[i]));
+    env.gpu_id = env.hostname + "/" + uuid;
+    CK(cudaFree(nullptr));  // create the context now, not inside the first timed call
+    env.gpu = true;
+  }
+
+  // Both ranks must agree on what they can do.
+  int mine[2] = {env.preload ? 1 : 0, env.gpu ? 1 : 0}, all[2] = {0, 0}, any[2] = {0, 0};
+  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, comm);
+  MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm);
+  if (all[0] != any[0]) fail("the interposer is loaded on some ranks only");
+  if (all[1] != any[1] && rank == 0)
+    std::printf("note: only some ranks have a GPU; the GPU modes are skipped\n");
+  env.gpu = all[1] != 0;
+  if (env.gpu) {
+    char mine_id[160] = {};
+    std::snprintf(mine_id, sizeof mine_id, "%s", env.gpu_id.c_str());
+    std::vector<char> gathered(160 * 2, 0);
+    MPI_Allgather(mine_id, 160, MPI_CHAR, gathered.data(), 160, MPI_CHAR, comm);
+    env.same_gpu = std::strncmp(gathered.data(), gathered.data() + 160, 160) == 0 ? 1 : 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers and their check values
+
+// Byte i of the message with seed s: position-dependent, so a shifted or short message fails.
+void make_pattern(unsigned char* p, i64 n, std::uint64_t seed) {
+  for (i64 w = 0; w * 8 < n; ++w) {
+    std::uint64_t x = (static_cast<std::uint64_t>(w) + 1) * 0x9E3779B97F4A7C15ULL + seed * 0xD1B54A32D192ED03ULL;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 32;
+    std::memcpy(p + w * 8, &x, static_cast<std::size_t>(std::min<i64>(8, n - w * 8)));
+  }
+}
+
+struct Buffers {
+  unsigned char* host = nullptr;    // pageable (host modes)
+  unsigned char* dev = nullptr;     // device (device, staged)
+  unsigned char* pinned = nullptr;  // pinned host (staged)
+  std::vector<unsigned char> expect, got;
+} buf;
+
+void fill(unsigned char* p, bool on_device, i64 n, std::uint64_t seed) {
+  buf.expect.resize(static_cast<std::size_t>(n));
+  make_pattern(buf.expect.data(), n, seed);
+  if (on_device) {
+    CK(cudaMemcpy(p, buf.expect.data(), static_cast<std::size_t>(n), cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());  // done before MPI (or the interposer, on its own stream) reads it
+  } else {
+    std::memcpy(p, buf.expect.data(), static_cast<std::size_t>(n));
+  }
+}
+
+void junk(unsigned char* p, bool on_device, i64 n) {
+  if (on_device) {
+    CK(cudaMemset(p, 0xEE, static_cast<std::size_t>(n)));
+    CK(cudaDeviceSynchronize());  // cannot land after the message
+  } else {
+    std::memset(p, 0xEE, static_cast<std::size_t>(n));
+  }
+}
+
+void check(const char* mode, const unsigned char* p, bool on_device, i64 n, std::uint64_t seed) {
+  buf.expect.resize(static_cast<std::size_t>(n));
+  make_pattern(buf.expect.data(), n, seed);
+  const unsigned char* have = p;
+  if (on_device) {
+    buf.got.resize(static_cast<std::size_t>(n));
+    CK(cudaMemcpy(buf.got.data(), p, static_cast<std::size_t>(n), cudaMemcpyDeviceToHost));
+    have = buf.got.data();
+  }
+  if (std::memcmp(have, buf.expect.data(), static_cast<std::size_t>(n)) == 0) return;
+  i64 i = 0;
+  while (have[i] == buf.expect[static_cast<std::size_t>(i)]) ++i;
+  fail("mode %s, %lld B: received byte %lld is 0x%02x, sent 0x%02x", mode, static_cast<long long>(n),
+       static_cast<long long>(i), have[i], buf.expect[static_cast<std::size_t>(i)]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modes: one direction of a message each (send to / receive from the peer), and what ends a
+// round trip on rank 0.
+
+struct Mode {
+  std::string name;
+  std::function<void(int peer)> send, recv;
+  std::function<void()> finish;  // may be empty
+};
+
+Mode byte_mode(const std::string& name, const i64& n) {
+  Mode m;
+  m.name = name;
+  auto count = [&n] { return static_cast<int>(n); };
+  if (name == "host") {
+    m.send = [count](int peer) { MPI_Send(buf.host, count(), MPI_BYTE, peer, kTag, comm); };
+    m.recv = [count](int peer) { MPI_Recv(buf.host, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
+  } else if (name == "host_pmpi") {
+    m.send = [count](int peer) { PMPI_Send(buf.host, count(), MPI_BYTE, peer, kTag, comm); };
+    m.recv = [count](int peer) { PMPI_Recv(buf.host, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
+  } else if (name == "device") {
+    m.send = [count](int peer) { MPI_Send(buf.dev, count(), MPI_BYTE, peer, kTag, comm); };
+    m.recv = [count](int peer) { MPI_Recv(buf.dev, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
+  } else {  // staged
+    m.send = [count](int peer) {
+      CK(cudaMemcpy(buf.pinned, buf.dev, static_cast<std::size_t>(count()), cudaMemcpyDeviceToHost));
+      MPI_Send(buf.pinned, count(), MPI_BYTE, peer, kTag, comm);
+    };
+    m.recv = [count](int peer) {
+      MPI_Recv(buf.pinned, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE);
+      CK(cudaMemcpy(buf.dev, buf.pinned, static_cast<std::size_t>(count()), cudaMemcpyHostToDevice));
+    };
+  }
+  return m;
+}
+
+bool mode_on_device(const std::string& name) { return name == "device" || name == "staged"; }
+unsigned char* mode_buffer(const std::string& name) { return mode_on_device(name) ? buf.dev : buf.host; }
+
+// The face modes. Rank 0 sends its -X send face (interior x = 3..5) and receives into its -X
+// ghost layer (x = 0..2); rank 1 receives into its +X ghost layer (x = 259..261) and sends its own
+// -X send face back: a halo exchange's message and its reply, 1.5 MiB each way.
+struct Faces {
+  double* grid = nullptr;          // device grid (face, face_staged)
+  double* host_grid = nullptr;     // host grid (face_host)
+  double* packed = nullptr;        // face_staged: device pack buffer
+  unsigned char* pinned = nullptr;  // face_staged: host staging
+  MPI_Datatype send_face = MPI_DATATYPE_NULL, ghost_lo = MPI_DATATYPE_NULL, ghost_hi = MPI_DATATYPE_NULL;
+} faces;
+
+MPI_Datatype x_face_at(int x0) {
+  const int sizes[3] = {Grid::a, Grid::a, Grid::a};
+  const int sub[3] = {Grid::n, Grid::n, Grid::r};
+  const int start[3] = {Grid::r, Grid::r, x0};
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);  // through the interposer, when loaded: Ferry translates it here, once
+  return t;
+}
+
+void faces_alloc(const std::string& mode) {
+  if (mode == "face_host" && !faces.host_grid) {
+    faces.host_grid = static_cast<double*>(std::aligned_alloc(4096, static_cast<std::size_t>(Grid::bytes)));
+    if (!faces.host_grid) fail("out of host memory for the grid");
+  }
+  if (mode != "face_host" && !faces.grid) {
+    CK(cudaMalloc(&faces.grid, static_cast<std::size_t>(Grid::bytes)));
+    CK(cudaMalloc(&faces.packed, static_cast<std::size_t>(Grid::face_bytes)));
+    CK(cudaMallocHost(&faces.pinned, static_cast<std::size_t>(Grid::face_bytes)));
+  }
+  if (mode != "face_staged" && faces.send_face == MPI_DATATYPE_NULL) {
+    faces.send_face = x_face_at(Grid::r);  // subarray(3,{262,262,262},{256,256,3},{3,3,3},C,DOUBLE)
+    faces.ghost_lo = x_face_at(0);
+    faces.ghost_hi = x_face_at(Grid::r + Grid::n);
+    int size = 0;
+    MPI_Type_size(faces.send_face, &size);
+    if (size != Grid::face_bytes) fail("face type size %d, expected %lld", size, static_cast<long long>(Grid::face_bytes));
+  }
+}
+
+Mode face_mode(const std::string& name) {
+  Mode m;
+  m.name = name;
+  const int recv_x0 = rank == 0 ? 0 : Grid::r + Grid::n;
+  const int face_count = static_cast<int>(Grid::face_bytes);
+  if (name == "face" || name == "face_host") {
+    double* grid = name == "face" ? faces.grid : faces.host_grid;
+    m.send = [grid](int peer) { MPI_Send(grid, 1, faces.send_face, peer, kTag, comm); };
+    m.recv = [grid](int peer) {
+      MPI_Recv(grid, 1, rank == 0 ? faces.ghost_lo : faces.ghost_hi, peer, kTag, comm, MPI_STATUS_IGNORE);
+    };
+  } else {  // face_staged
+    m.send = [face_count](int peer) {
+      pingpong::pack_x_face(faces.grid, faces.packed, Grid::r);
+      CK(cudaMemcpy(faces.pinned, faces.packed, static_cast<std::size_t>(face_count), cudaMemcpyDeviceToHost));
+      MPI_Send(faces.pinned, face_count, MPI_BYTE, peer, kTag, comm);
+    };
+    m.recv = [face_count, recv_x0](int peer) {
+      MPI_Recv(faces.pinned, face_count, MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE);
+      CK(cudaMemcpy(faces.packed, faces.pinned, static_cast<std::size_t>(face_count), cudaMemcpyHostToDevice));
+      pingpong::unpack_x_face(faces.packed, faces.grid, recv_x0);
+    };
+    m.finish = [] { CK(cudaDeviceSynchronize()); };  // the unpack kernel is part of the message
+  }
+  return m;
+}
+
+// After one exchange: each rank's grid is its own values, except the ghost layer it received
+// into, which holds the peer's send face.
+void check_faces(const std::string& mode) {
+  std::vector<double> copy;
+  const double* h = faces.host_grid;
+  if (mode != "face_host") {
+    copy.resize(static_cast<std::size_t>(Grid::points));
+    CK(cudaMemcpy(copy.data(), faces.grid, static_cast<std::size_t>(Grid::bytes), cudaMemcpyDeviceToHost));
+    h = copy.data();
+  }
+  const int peer = 1 - rank;
+  const int x_lo = rank == 0 ? 0 : Grid::r + Grid::n;  // ghost layer received into
+  const i64 a = Grid::a;
+  i64 changed = 0;
+  for (i64 z = 0; z < a; ++z)
+    for (i64 y = 0; y < a; ++y)
+      for (i64 x = 0; x < a; ++x) {
+        const i64 i = (z * a + y) * a + x;
+        const bool ghost = z >= Grid::r && z < Grid::r + Grid::n && y >= Grid::r &&
+                           y < Grid::r + Grid::n && x >= x_lo && x < x_lo + Grid::r;
+        const double want = ghost ? pingpong::grid_value(peer, i - x + Grid::r + (x - x_lo))
+                                  : pingpong::grid_value(rank, i);
+        if (h[static_cast<std::size_t>(i)] != want)
+          fail("mode %s: grid point (z %lld, y %lld, x %lld) is %.17g, expected %.17g (%s)", mode.c_str(),
+               static_cast<long long>(z), static_cast<long long>(y), static_cast<long long>(x),
+               h[static_cast<std::size_t>(i)], want, ghost ? "received ghost value" : "untouched value");
+        changed += ghost;
+      }
+  if (changed != Grid::face_points) fail("mode %s: ghost layer has %lld points", mode.c_str(), static_cast<long long>(changed));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+struct Record {
+  std::string mode;
+  i64 bytes;
+  double median_s, min_s;  // one way
+  int reps;
+};
+std::vector<Record> records;
+std::vector<std::pair<std::string, std::string>> skipped;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// `reps` round trips of each mode, interleaved in `chunks` chunks in alternating order (several
+// modes: they see the same machine state), after `warm` untimed ones each. Returns one-way times
+// per mode (rank 0).
+std::vector<std::vector<double>> time_modes(const std::vector<Mode*>& modes, int reps, int warm, int chunks) {
+  std::vector<std::vector<double>> t(modes.size());
+  auto round = [&](Mode& m) {
+    if (rank == 0) {
+      m.send(1);
+      m.recv(1);
+      if (m.finish) m.finish();
+    } else if (rank == 1) {
+      m.recv(0);
+      m.send(0);
+    }
+  };
+  for (Mode* m : modes)
+    for (int i = 0; i < warm; ++i) round(*m);
+  MPI_Barrier(comm);
+  chunks = std::max(1, std::min(chunks, reps));
+  for (int c = 0; c < chunks; ++c)
+    for (std::size_t j = 0; j < modes.size(); ++j) {
+      const std::size_t k = c % 2 ? modes.size() - 1 - j : j;  // A B, B A, ...: no mode always first
+      const int n = reps / chunks + (c < reps % chunks ? 1 : 0);
+      for (int i = 0; i < n; ++i) {
+        const double t0 = now();
+        round(*modes[k]);
+        const double t1 = now();
+        t[k].push_back((t1 - t0) / 2);
+      }
+    }
+  return t;
+}
+
+void print_header() {
+  std::printf("%-12s %12s %7s %14s %14s %10s\n", "mode", "bytes", "reps", "oneway_us_med", "oneway_us_min", "GB/s");
+}
+
+void add_record(const std::string& mode, i64 bytes, std::vector<double> t) {
+  if (rank != 0) return;
+  std::sort(t.begin(), t.end());
+  const std::size_t n = t.size();
+  const double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  records.push_back({mode, bytes, med, t.front(), static_cast<int>(n)});
+  std::printf("%-12s %12lld %7zu %14.2f %14.2f %10.3f\n", mode.c_str(), static_cast<long long>(bytes), n,
+              med * 1e6, t.front() * 1e6, static_cast<double>(bytes) / med / 1e9);
+  std::fflush(stdout);
+}
+
+void skip(const std::string& mode, const std::string& why) {
+  if (rank != 0) return;
+  skipped.emplace_back(mode, why);
+  std::printf("%-12s skipped: %s\n", mode.c_str(), why.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<i64> sizes_of(const Options& o) {
+  std::vector<i64> s;
+  for (i64 b = 1; b <= o.max_size; b *= 2)
+    if (b >= o.min_size) s.push_back(b);
+  return s;
+}
+
+// One verified exchange: rank 0 sends seed A, rank 1 checks it and answers with seed B, rank 0
+// checks that. The receivers' buffers hold junk before, so stale data cannot pass.
+void verify_bytes(Mode& m, i64 n, std::uint64_t seed) {
+  const bool dev = mode_on_device(m.name);
+  unsigned char* p = mode_buffer(m.name);
+  MPI_Barrier(comm);
+  if (rank == 0) {
+    fill(p, dev, n, seed);
+    m.send(1);
+    junk(p, dev, n);
+    m.recv(1);
+    if (m.finish) m.finish();
+    check(m.name.c_str(), p, dev, n, seed + 1);
+  } else if (rank == 1) {
+    junk(p, dev, n);
+    m.recv(0);
+    check(m.name.c_str(), p, dev, n, seed);
+    fill(p, dev, n, seed + 1);
+    m.send(0);
+  }
+  MPI_Barrier(comm);
+}
+
+void run_bytes(const Options& o, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  const std::vector<i64> sizes = sizes_of(o);
+  if (sizes.empty()) return;
+  const i64 cap = sizes.back();
+  bool need_host = false, need_dev = false;
+  for (const std::string& name : names) (mode_on_device(name) ? need_dev : need_host) = true;
+  if (need_host && !buf.host) {
+    buf.host = static_cast<unsigned char*>(std::aligned_alloc(4096, static_cast<std::size_t>((cap + 4095) / 4096 * 4096)));
+    if (!buf.host) fail("out of host memory for %lld B", static_cast<long long>(cap));
+    std::memset(buf.host, 0, static_cast<std::size_t>(cap));
+  }
+  if (need_dev && !buf.dev) {
+    CK(cudaMalloc(&buf.dev, static_cast<std::size_t>(cap)));
+    CK(cudaMallocHost(&buf.pinned, static_cast<std::size_t>(cap)));
+    CK(cudaMemset(buf.dev, 0, static_cast<std::size_t>(cap)));
+    std::memset(buf.pinned, 0, static_cast<std::size_t>(cap));
+  }
+  i64 n = 0;  // the size the modes send, read by their lambdas
+  std::vector<Mode> modes;
+  for (const std::string& name : names) modes.push_back(byte_mode(name, n));
+  std::vector<Mode*> ptrs;
+  for (Mode& m : modes) ptrs.push_back(&m);
+  std::uint64_t seed = 1;
+  for (i64 size : sizes) {
+    n = size;
+    for (Mode& m : modes) verify_bytes(m, n, seed += 2);
+    const int reps = reps_for(o, size);
+    auto t = time_modes(ptrs, reps, std::max(2, reps / 10), modes.size() > 1 ? 40 : 1);
+    for (std::size_t k = 0; k < modes.size(); ++k) add_record(modes[k].name, size, std::move(t[k]));
+  }
+}
+
+void run_faces(const Options& o, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const bool dev = name != "face_host";
+    faces_alloc(name);
+    if (dev) pingpong::fill_grid(faces.grid, rank);
+    else
+      for (i64 i = 0; i < Grid::points; ++i) faces.host_grid[i] = pingpong::grid_value(rank, i);
+    Mode m = face_mode(name);
+    MPI_Barrier(comm);
+    if (rank == 0) {
+      m.send(1);
+      m.recv(1);
+      if (m.finish) m.finish();
+    } else if (rank == 1) {
+      m.recv(0);
+      m.send(0);
+    }
+    if (dev) CK(cudaDeviceSynchronize());
+    if (rank < 2) check_faces(name);
+    MPI_Barrier(comm);
+    const int reps = o.reps > 0 ? o.reps : o.quick ? 30 : 1000;
+    auto t = time_modes({&m}, reps, std::max(3, reps / 10), 1);
+    add_record(name, Grid::face_bytes, std::move(t[0]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+std::string esc(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    r += c;
+  }
+  return r;
+}
+
+void write_json(const Options& o) {
+  FILE* f = std::fopen(o.json.c_str(), "w");
+  if (!f) fail("cannot write %s", o.json.c_str());
+  const char* same = env.same_gpu < 0 ? "null" : env.same_gpu ? "true" : "false";
+  const std::string pre = env.preload ? "true" : "false";
+  std::fprintf(f, "{\n  \"benchmark\": \"bench_pingpong\",\n  \"preload\": %s,\n  \"preload_detected_by\": \"%s\",\n"
+                  "  \"preload_library\": \"%s\",\n  \"device_name\": \"%s\",\n  \"ranks_same_gpu\": %s,\n"
+                  "  \"date\": \"%s\",\n  \"host\": \"%s\",\n  \"mpi\": \"%s\",\n  \"quick\": %s,\n  \"records\": [\n",
+               pre.c_str(), esc(env.preload_how).c_str(), esc(env.preload_path).c_str(),
+               esc(env.device_name).c_str(), same, env.date.c_str(), esc(env.hostname).c_str(),
+               esc(env.mpi_version).c_str(), o.quick ? "true" : "false");
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    std::fprintf(f, "    {\"mode\": \"%s\", \"bytes\": %lld, \"oneway_us_median\": %.4f, \"oneway_us_min\": %.4f, "
+                    "\"gbps\": %.6g, \"reps\": %d, \"preload\": %s, \"device_name\": \"%s\", \"date\": \"%s\", "
+                    "\"ranks_same_gpu\": %s}%s\n",
+                 r.mode.c_str(), static_cast<long long>(r.bytes), r.median_s * 1e6, r.min_s * 1e6,
+                 static_cast<double>(r.bytes) / r.median_s / 1e9, r.reps, pre.c_str(),
+                 esc(env.device_name).c_str(), env.date.c_str(), same, i + 1 < records.size() ? "," : "");
+  }
+  std::fprintf(f, "  ],\n  \"skipped\": [\n");
+  for (std::size_t i = 0; i < skipped.size(); ++i)
+    std::fprintf(f, "    {\"mode\": \"%s\", \"reason\": \"%s\"}%s\n", skipped[i].first.c_str(),
+                 esc(skipped[i].second).c_str(), i + 1 < skipped.size() ? "," : "");
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+  std::printf("json: %s\n", o.json.c_str());
+}
+
+// The interposer's host cost, from host and host_pmpi measured in the same run.
+void print_host_cost() {
+  for (const Record& h : records) {
+    if (h.mode != "host" || (h.bytes != 8 && h.bytes != 4096)) continue;
+    for (const Record& p : records)
+      if (p.mode == "host_pmpi" && p.bytes == h.bytes)
+        std::printf("host %lld B: MPI_Send/Recv %.3f us, PMPI_Send/Recv %.3f us one-way (median): %+.3f us, %+.1f %%%s\n",
+                    static_cast<long long>(h.bytes), h.median_s * 1e6, p.median_s * 1e6,
+                    (h.median_s - p.median_s) * 1e6, 100 * (h.median_s / p.median_s - 1),
+                    env.preload ? " (the interposer's cost)" : " (no interposer: noise)");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  choose_device_early();
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(comm, &rank);
+  int nranks = 0;
+  MPI_Comm_size(comm, &nranks);
+  const Options o = parse(argc, argv);
+  if (nranks != 2) {
+    if (rank == 0) std::fprintf(stderr, "bench_pingpong: run with exactly 2 ranks (mpiexec -n 2), not %d\n", nranks);
+    MPI_Finalize();
+    return 2;
+  }
+  setup_env();
+  if (rank == 0) {
+    std::printf("bench_pingpong: %s, interposer %s%s%s, GPU %s%s\n", env.mpi_version.c_str(),
+                env.preload ? "loaded (" : "not loaded", env.preload ? env.preload_how.c_str() : "",
+                env.preload ? ")" : "", env.device_name.c_str(),
+                env.same_gpu == 1 ? " (both ranks on the same GPU)" : env.same_gpu == 0 ? " (one GPU per rank)" : "");
+    print_header();
+    std::fflush(stdout);
+  }
+  auto wanted = [&](const char* m) { return std::find(o.modes.begin(), o.modes.end(), m) != o.modes.end(); };
+  const std::string no_gpu = "no GPU";
+  const std::string no_preload = "the interposer is not loaded (a stock MPI cannot take GPU buffers)";
+
+  std::vector<std::string> host_modes;
+  for (const char* m : {"host", "host_pmpi"})
+    if (wanted(m)) host_modes.push_back(m);
+  run_bytes(o, host_modes);
+  for (const char* m : {"staged", "device"}) {
+    if (!wanted(m)) continue;
+    if (!env.gpu) skip(m, no_gpu);
+    else if (!env.preload && std::strcmp(m, "device") == 0) skip(m, no_preload);
+    else run_bytes(o, {m});
+  }
+  if (wanted("face_host")) run_faces(o, {"face_host"});
+  for (const char* m : {"face_staged", "face"}) {
+    if (!wanted(m)) continue;
+    if (!env.gpu) skip(m, no_gpu);
+    else if (!env.preload && std::strcmp(m, "face") == 0) skip(m, no_preload);
+    else run_faces(o, {m});
+  }
+  if (rank == 0) {
+    print_host_cost();
+    if (!o.json.empty()) write_json(o);
+  }
+  for (MPI_Datatype* t : {&faces.send_face, &faces.ghost_lo, &faces.ghost_hi})
+    if (*t != MPI_DATATYPE_NULL) MPI_Type_free(t);
+  std::free(faces.host_grid);
+  if (faces.grid) {
+    CK(cudaFree(faces.grid));
+    CK(cudaFree(faces.packed));
+    CK(cudaFreeHost(faces.pinned));
+  }
+  if (buf.dev) {
+    CK(cudaFree(buf.dev));
+    CK(cudaFreeHost(buf.pinned));
+  }
+  std::free(buf.host);
+  MPI_Finalize();
+  return 0;
+}
