@@ -1,0 +1,138 @@
+// ferry/model.hpp — the performance model the interposer picks each message's method from.
+//
+// A model holds, per (method, locality), the measured one-way time of a message by packed size
+// (1-D, interpolated log-log between measured sizes, extrapolated at constant bandwidth beyond the
+// ends), and per pack method the time to pack by (object size × contiguous block size) (2-D,
+// bilinear in log-log). `ferry-measure` writes one as a versioned JSON file; the interposer loads
+// it from $FERRY_MODEL, else from the per-host default path, else uses built-in defaults. A file
+// that cannot be read or parsed is an error message and the defaults, never a crash.
+#pragma once
+
+#include <ferry/type.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ferry::model {
+
+// How a message travels (see docs/design.md, "MPI interposer").
+enum class Method : std::uint8_t { staged, pipelined, ipc };
+// Where the receiver is, seen from the sender.
+enum class Locality : std::uint8_t { same_node, other_node };
+// How a non-contiguous message is packed for staging: into device memory then copied, or by the
+// kernel straight into mapped host memory (one-shot).
+enum class Pack : std::uint8_t { device, one_shot };
+
+constexpr int kFormatVersion = 1;
+// Floors every rank agrees on (receivers check for stubs only above them): no IPC below 4 KiB,
+// no pipelining below 1 MiB, whatever a model says.
+constexpr i64 kIpcMinBytes = 4096;
+constexpr i64 kPipelinedMinBytes = i64{1} << 20;
+
+const char* name(Method m);
+const char* name(Locality l);
+const char* name(Pack p);
+std::optional<Method> method_named(const std::string& s);
+std::optional<Locality> locality_named(const std::string& s);
+std::optional<Pack> pack_named(const std::string& s);
+
+// Time by size: strictly increasing sizes, positive times.
+struct Curve {
+  std::vector<i64> bytes;
+  std::vector<double> us;
+  // Log-log interpolation; below the first size the first time; above the last, the last time
+  // scaled by size (the bandwidth of the largest measured message).
+  double at(i64 size) const;
+  bool empty() const { return bytes.empty(); }
+};
+
+// Time by (object size, block size): a grid, us[i][j] for bytes[i] and block[j].
+struct Surface {
+  std::vector<i64> bytes;
+  std::vector<i64> block;
+  std::vector<std::vector<double>> us;
+  double at(i64 size, i64 block_size) const;  // bilinear in log-log, clamped to the grid's ends
+  bool empty() const { return bytes.empty() || block.empty(); }
+};
+
+struct Decision {
+  Method method;
+  Pack pack;
+};
+
+class Model {
+ public:
+  // Thresholds of the built-in model: IPC from 64 KiB on the same node, pipelined from 4 MiB,
+  // one-shot packing everywhere (the measured H200 figures in docs/performance.md).
+  static Model builtin();
+  // Throws ferry::Error(MPI_ERR_OTHER) with the reason when the file is missing or malformed.
+  static Model load(const std::string& path);
+  // The model to run on: $FERRY_MODEL, else default_path(), else builtin(); `why` says which
+  // (and why a file was refused).
+  static Model from_environment(std::string* why = nullptr);
+  // ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/model-<hostname>.json
+  static std::string default_path();
+
+  void save(const std::string& path) const;
+  std::string to_json() const;
+  static Model from_json(const std::string& text);  // throws like load()
+
+  // Predicted one-way time of a method, or +inf where the model has no curve for it.
+  double predict(Method m, Locality l, i64 bytes) const;
+  double predict_pack(Pack p, i64 bytes, i64 block) const;
+  // The fastest method (and pack) the model knows for a message; `ipc_possible`: the buffer and
+  // the peer allow IPC.
+  Decision choose(i64 bytes, i64 block, Locality l, bool ipc_possible = true) const;
+
+  void set_curve(Method m, Locality l, Curve c);
+  void set_surface(Pack p, Surface s);
+  const Curve* curve(Method m, Locality l) const;
+
+  std::map<std::string, std::string> info;  // host, gpu, mpi, date, command: for people
+
+ private:
+  std::map<std::pair<Method, Locality>, Curve> curves_;
+  std::map<Pack, Surface> surfaces_;
+};
+
+// Decisions cached by (block size, object size, locality, IPC possible): a lookup costs a hash and
+// a shared lock (bench_model measures it).
+class DecisionCache {
+ public:
+  explicit DecisionCache(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+  Decision get(i64 bytes, i64 block, Locality l, bool ipc_possible = true);
+  std::size_t size() const;
+  const Model& model() const { return *model_; }
+
+ private:
+  struct Key {
+    i64 bytes;
+    i64 block;
+    std::uint8_t locality;
+    bool ipc;
+    bool operator==(const Key& o) const {
+      return bytes == o.bytes && block == o.block && locality == o.locality && ipc == o.ipc;
+    }
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      std::uint64_t h = static_cast<std::uint64_t>(k.bytes) * 0x9E3779B97F4A7C15ULL;
+      h ^= static_cast<std::uint64_t>(k.block) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
+      h ^= (static_cast<std::uint64_t>(k.locality) << 1 | (k.ipc ? 1 : 0)) * 0xBF58476D1CE4E5B9ULL;
+      return static_cast<std::size_t>(h ^ (h >> 31));
+    }
+  };
+  std::shared_ptr<const Model> model_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<Key, Decision, Hash> cache_;
+};
+
+}  // namespace ferry::model

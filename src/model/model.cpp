@@ -1,0 +1,328 @@
+#include <ferry/model.hpp>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+
+#include "sys/error.hpp"
+
+namespace ferry::model {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& why) { detail::fail(MPI_ERR_OTHER, "performance model: " + why); }
+
+double lg(double x) { return std::log2(x); }
+
+// Index i with xs[i] <= x < xs[i+1], clamped to [0, n-2]; n >= 2.
+std::size_t segment(const std::vector<i64>& xs, i64 x) {
+  auto it = std::upper_bound(xs.begin(), xs.end(), x);
+  std::size_t i = it == xs.begin() ? 0 : static_cast<std::size_t>(it - xs.begin()) - 1;
+  return std::min(i, xs.size() - 2);
+}
+
+double lerp_log(i64 x0, double y0, i64 x1, double y1, i64 x) {
+  const double f = (lg(static_cast<double>(x)) - lg(static_cast<double>(x0))) /
+                   (lg(static_cast<double>(x1)) - lg(static_cast<double>(x0)));
+  return std::exp2(lg(y0) + f * (lg(y1) - lg(y0)));
+}
+
+void check_axis(const std::vector<i64>& xs, const char* what) {
+  if (xs.empty()) bad(std::string(what) + ": no sizes");
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] <= 0) bad(std::string(what) + ": sizes must be positive");
+    if (i && xs[i] <= xs[i - 1]) bad(std::string(what) + ": sizes must increase");
+  }
+}
+
+void check_time(double t, const char* what) {
+  if (!(t > 0) || !std::isfinite(t)) bad(std::string(what) + ": times must be positive and finite");
+}
+
+// A synthetic curve latency + size / bandwidth at powers of two, for the built-in model.
+Curve line(double latency_us, double gbps) {
+  Curve c;
+  for (i64 b = 1; b <= (i64{1} << 30); b *= 2) {
+    c.bytes.push_back(b);
+    c.us.push_back(latency_us + static_cast<double>(b) / (gbps * 1e3));
+  }
+  return c;
+}
+
+Curve curve_from(const json& j, const std::string& what) {
+  if (!j.is_object() || !j.contains("bytes") || !j.contains("us")) bad(what + ": needs bytes and us");
+  Curve c;
+  c.bytes = j.at("bytes").get<std::vector<i64>>();
+  c.us = j.at("us").get<std::vector<double>>();
+  check_axis(c.bytes, what.c_str());
+  if (c.us.size() != c.bytes.size()) bad(what + ": bytes and us differ in length");
+  for (double t : c.us) check_time(t, what.c_str());
+  return c;
+}
+
+Surface surface_from(const json& j, const std::string& what) {
+  if (!j.is_object() || !j.contains("bytes") || !j.contains("block") || !j.contains("us"))
+    bad(what + ": needs bytes, block and us");
+  Surface s;
+  s.bytes = j.at("bytes").get<std::vector<i64>>();
+  s.block = j.at("block").get<std::vector<i64>>();
+  s.us = j.at("us").get<std::vector<std::vector<double>>>();
+  check_axis(s.bytes, what.c_str());
+  check_axis(s.block, what.c_str());
+  if (s.us.size() != s.bytes.size()) bad(what + ": us needs one row per size");
+  for (auto& row : s.us) {
+    if (row.size() != s.block.size()) bad(what + ": us needs one column per block size");
+    for (double t : row) check_time(t, what.c_str());
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* name(Method m) {
+  switch (m) {
+    case Method::staged: return "staged";
+    case Method::pipelined: return "pipelined";
+    case Method::ipc: return "ipc";
+  }
+  return "?";
+}
+const char* name(Locality l) { return l == Locality::same_node ? "same_node" : "other_node"; }
+const char* name(Pack p) { return p == Pack::device ? "device" : "one_shot"; }
+
+std::optional<Method> method_named(const std::string& s) {
+  for (Method m : {Method::staged, Method::pipelined, Method::ipc})
+    if (s == name(m)) return m;
+  return std::nullopt;
+}
+std::optional<Locality> locality_named(const std::string& s) {
+  for (Locality l : {Locality::same_node, Locality::other_node})
+    if (s == name(l)) return l;
+  return std::nullopt;
+}
+std::optional<Pack> pack_named(const std::string& s) {
+  for (Pack p : {Pack::device, Pack::one_shot})
+    if (s == name(p)) return p;
+  return std::nullopt;
+}
+
+double Curve::at(i64 size) const {
+  if (bytes.empty()) return std::numeric_limits<double>::infinity();
+  if (size <= bytes.front() || bytes.size() == 1) {
+    if (bytes.size() == 1 && size > bytes.front())
+      return us.front() * static_cast<double>(size) / static_cast<double>(bytes.front());
+    return us.front();
+  }
+  if (size >= bytes.back()) return us.back() * static_cast<double>(size) / static_cast<double>(bytes.back());
+  const std::size_t i = segment(bytes, size);
+  return lerp_log(bytes[i], us[i], bytes[i + 1], us[i + 1], size);
+}
+
+double Surface::at(i64 size, i64 block_size) const {
+  if (empty()) return std::numeric_limits<double>::infinity();
+  auto clamp = [](const std::vector<i64>& xs, i64 x) { return std::min(std::max(x, xs.front()), xs.back()); };
+  const i64 x = clamp(bytes, size), y = clamp(block, block_size);
+  // Along the block axis at the two neighbouring sizes, then along the size axis.
+  auto row_at = [&](std::size_t r) {
+    if (block.size() == 1) return us[r][0];
+    const std::size_t j = segment(block, y);
+    return lerp_log(block[j], us[r][j], block[j + 1], us[r][j + 1], y);
+  };
+  double t;
+  if (bytes.size() == 1) {
+    t = row_at(0);
+  } else {
+    const std::size_t i = segment(bytes, x);
+    t = lerp_log(bytes[i], row_at(i), bytes[i + 1], row_at(i + 1), x);
+  }
+  // Beyond the largest object measured: time scales with size.
+  return size > bytes.back() ? t * static_cast<double>(size) / static_cast<double>(bytes.back()) : t;
+}
+
+Model Model::builtin() {
+  // Shapes from the H200 pair in docs/performance.md: staged through pinned memory and the MPI's
+  // shared memory, pipelined from 4 MiB, IPC from 64 KiB on one node.
+  Model m;
+  m.info["source"] = "built-in";
+  m.set_curve(Method::staged, Locality::same_node, line(15.0, 15.0));
+  m.set_curve(Method::staged, Locality::other_node, line(15.0, 15.0));
+  m.set_curve(Method::pipelined, Locality::same_node, line(126.8, 25.0));
+  m.set_curve(Method::pipelined, Locality::other_node, line(126.8, 25.0));
+  m.set_curve(Method::ipc, Locality::same_node, line(19.2, 350.0));
+  return m;
+}
+
+void Model::set_curve(Method m, Locality l, Curve c) { curves_[{m, l}] = std::move(c); }
+void Model::set_surface(Pack p, Surface s) { surfaces_[p] = std::move(s); }
+
+const Curve* Model::curve(Method m, Locality l) const {
+  auto it = curves_.find({m, l});
+  return it == curves_.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+double Model::predict(Method m, Locality l, i64 bytes) const {
+  const Curve* c = curve(m, l);
+  return c ? c->at(bytes) : std::numeric_limits<double>::infinity();
+}
+
+double Model::predict_pack(Pack p, i64 bytes, i64 block) const {
+  auto it = surfaces_.find(p);
+  return it == surfaces_.end() ? std::numeric_limits<double>::infinity() : it->second.at(bytes, block);
+}
+
+Decision Model::choose(i64 bytes, i64 block, Locality l, bool ipc_possible) const {
+  Decision d{Method::staged, Pack::one_shot};
+  double best = predict(Method::staged, l, bytes);
+  if (bytes >= kPipelinedMinBytes) {
+    const double t = predict(Method::pipelined, l, bytes);
+    if (t < best) best = t, d.method = Method::pipelined;
+  }
+  if (ipc_possible && l == Locality::same_node && bytes >= kIpcMinBytes) {
+    const double t = predict(Method::ipc, l, bytes);
+    if (t < best) best = t, d.method = Method::ipc;
+  }
+  if (block > 0 && block < bytes &&
+      predict_pack(Pack::device, bytes, block) < predict_pack(Pack::one_shot, bytes, block))
+    d.pack = Pack::device;
+  return d;
+}
+
+std::string Model::to_json() const {
+  json j;
+  j["format"] = "ferry-model";
+  j["version"] = kFormatVersion;
+  j["info"] = info;
+  json methods = json::object();
+  for (auto& [key, c] : curves_)
+    methods[name(key.first)][name(key.second)] = {{"bytes", c.bytes}, {"us", c.us}};
+  j["methods"] = methods;
+  json packs = json::object();
+  for (auto& [p, s] : surfaces_) packs[name(p)] = {{"bytes", s.bytes}, {"block", s.block}, {"us", s.us}};
+  j["pack"] = packs;
+  return j.dump(1);
+}
+
+Model Model::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(std::string("not JSON: ") + e.what());
+  }
+  try {
+    if (!j.is_object() || j.value("format", "") != "ferry-model") bad("not a ferry-model file");
+    const int version = j.value("version", -1);
+    if (version != kFormatVersion)
+      bad("format version " + std::to_string(version) + ", this Ferry reads " +
+          std::to_string(kFormatVersion));
+    Model m;
+    if (j.contains("info"))
+      for (auto& [k, v] : j.at("info").items()) m.info[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    if (!j.contains("methods") || !j.at("methods").is_object()) bad("no methods");
+    for (auto& [mname, per] : j.at("methods").items()) {
+      auto method = method_named(mname);
+      if (!method) bad("unknown method '" + mname + "'");
+      if (!per.is_object()) bad("method '" + mname + "' is not an object");
+      for (auto& [lname, c] : per.items()) {
+        auto loc = locality_named(lname);
+        if (!loc) bad("unknown locality '" + lname + "'");
+        m.set_curve(*method, *loc, curve_from(c, mname + "/" + lname));
+      }
+    }
+    if (!m.curve(Method::staged, Locality::same_node) && !m.curve(Method::staged, Locality::other_node))
+      bad("no curve for the staged method");
+    if (j.contains("pack"))
+      for (auto& [pname, sj] : j.at("pack").items()) {
+        auto p = pack_named(pname);
+        if (!p) bad("unknown pack method '" + pname + "'");
+        m.set_surface(*p, surface_from(sj, "pack/" + pname));
+      }
+    return m;
+  } catch (const json::exception& e) {
+    bad(std::string("malformed: ") + e.what());
+  }
+}
+
+Model Model::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return from_json(ss.str());
+  } catch (const Error& e) {
+    bad(path + ": " + e.what());
+  }
+}
+
+void Model::save(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) bad("cannot write " + path);
+  out << to_json() << "\n";
+  if (!out) bad("cannot write " + path);
+}
+
+std::string Model::default_path() {
+  std::string dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = x;
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = std::string(h) + "/.cache";
+  } else {
+    return "";
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return dir + "/ferry/model-" + host + ".json";
+}
+
+Model Model::from_environment(std::string* why) {
+  std::string path;
+  bool explicit_path = false;
+  if (const char* e = std::getenv("FERRY_MODEL"); e && *e) {
+    path = e;
+    explicit_path = true;
+  } else {
+    path = default_path();
+  }
+  if (!path.empty() && (explicit_path || std::ifstream(path).good())) {
+    try {
+      Model m = load(path);
+      if (why) *why = "model " + path;
+      return m;
+    } catch (const Error& e) {
+      if (why) *why = std::string(e.what()) + "; using the built-in model";
+      return builtin();
+    }
+  }
+  if (why) *why = "built-in model";
+  return builtin();
+}
+
+Decision DecisionCache::get(i64 bytes, i64 block, Locality l, bool ipc_possible) {
+  const Key k{bytes, block, static_cast<std::uint8_t>(l), ipc_possible};
+  {
+    std::shared_lock lock(mutex_);
+    auto it = cache_.find(k);
+    if (it != cache_.end()) return it->second;
+  }
+  const Decision d = model_->choose(bytes, block, l, ipc_possible);
+  std::unique_lock lock(mutex_);
+  cache_.emplace(k, d);
+  return d;
+}
+
+std::size_t DecisionCache::size() const {
+  std::shared_lock lock(mutex_);
+  return cache_.size();
+}
+
+}  // namespace ferry::model
