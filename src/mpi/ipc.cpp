@@ -1,6 +1,8 @@
 // Same-node GPU→GPU messages over CUDA IPC: the protocol is described in ipc.hpp.
 #include "mpi/ipc.hpp"
 
+#include <ferry/model.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -9,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #if FERRY_HAVE_CUDA
@@ -27,9 +31,13 @@ struct World {
   MPI_Comm ctl = MPI_COMM_NULL;
   std::uint64_t magic[2] = {0, 0};
   int tag_span = 16000;  // acknowledgement tags cycle in [0, 2 * tag_span)
-  i64 threshold = 0;           // IPC from this packed size up
-  i64 pipeline_threshold = 0;  // pipelined staging from this packed size up
-  i64 chunk_bytes = 0;         // pipelined chunk size
+  // Method choice: the model's cached decisions, unless FERRY_METHOD forces a method or
+  // FERRY_IPC_MIN / FERRY_PIPELINE_MIN set plain thresholds (tests, measurements).
+  std::unique_ptr<model::DecisionCache> decisions;
+  std::optional<model::Method> forced;
+  i64 ipc_min = -1;       // from FERRY_IPC_MIN, else -1: the model decides
+  i64 pipeline_min = -1;  // from FERRY_PIPELINE_MIN, else -1
+  i64 chunk_bytes = 0;    // pipelined chunk size
 };
 World& world() {
   static World w;
@@ -299,11 +307,32 @@ i64 env_bytes(const char* name, i64 fallback) {
   return e && *e ? std::atoll(e) : fallback;
 }
 
-i64 default_threshold() {
-  // Built-in model until the measured one (issue 5) is loaded: below 64 KiB staging through the
-  // MPI's shared memory costs about what the IPC round of stub, mapping and acknowledgement does.
-  return std::max(env_bytes("FERRY_IPC_MIN", i64{64} << 10), kMinBytes);
+// The method for a message of `bytes` packed bytes in blocks of `block` bytes.
+model::Method decide(i64 bytes, i64 block, bool same_node_peer, bool ipc_possible) {
+  const World& w = world();
+  const auto loc = same_node_peer ? model::Locality::same_node : model::Locality::other_node;
+  ipc_possible = ipc_possible && same_node_peer && bytes >= kMinBytes;
+  const bool pipeline_possible = bytes >= kPipelineMinBytes;
+  if (w.forced) {
+    if (*w.forced == model::Method::ipc && ipc_possible) return model::Method::ipc;
+    if (*w.forced == model::Method::pipelined && pipeline_possible) return model::Method::pipelined;
+    return model::Method::staged;
+  }
+  if (w.ipc_min >= 0 || w.pipeline_min >= 0) {
+    if (w.ipc_min >= 0 && ipc_possible && bytes >= w.ipc_min) return model::Method::ipc;
+    if (w.pipeline_min >= 0 && pipeline_possible && bytes >= w.pipeline_min)
+      return model::Method::pipelined;
+    if (w.ipc_min >= 0 && w.pipeline_min >= 0) return model::Method::staged;
+    // One threshold set: the model decides the other method.
+    const auto d = w.decisions->get(bytes, block, loc, w.ipc_min < 0 && ipc_possible).method;
+    if (d == model::Method::pipelined && w.pipeline_min >= 0) return model::Method::staged;
+    return d;
+  }
+  return w.decisions->get(bytes, block, loc, ipc_possible).method;
 }
+
+// Average contiguous block of a type (the model's second axis).
+i64 block_of(const ferry::Type& t) { return t.blocks() > 0 ? t.size() / t.blocks() : t.size(); }
 
 }  // namespace
 
@@ -335,9 +364,14 @@ void init() {
   int flag = 0;
   PMPI_Comm_get_attr(w.ctl, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) w.tag_span = std::max(1, (*ub - 1) / 2);
-  w.threshold = default_threshold();
-  w.pipeline_threshold = std::max(env_bytes("FERRY_PIPELINE_MIN", i64{4} << 20), kPipelineMinBytes);
+  w.ipc_min = env_bytes("FERRY_IPC_MIN", -1);
+  w.pipeline_min = env_bytes("FERRY_PIPELINE_MIN", -1);
   w.chunk_bytes = std::max(env_bytes("FERRY_PIPELINE_CHUNK", i64{1} << 20), i64{4096});
+  if (const char* f = std::getenv("FERRY_METHOD"); f && *f) w.forced = model::method_named(f);
+  std::string why;
+  w.decisions = std::make_unique<model::DecisionCache>(
+      std::make_shared<const model::Model>(model::Model::from_environment(&why)));
+  if (verbose() && w.rank == 0) std::fprintf(stderr, "ferry-mpi: %s\n", why.c_str());
   w.on = true;
 }
 
@@ -365,10 +399,11 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
     return false;
   }
   const i64 bytes = ferry::pack_size(count, *t);
-  if (bytes < w.threshold) return false;
+  if (bytes < kMinBytes) return false;
   const char* first = static_cast<const char*>(buf) + t->data_lb(count);
   ferry::gpu::Allocation a = ferry::gpu::allocation_of(first);
   if (a.kind != ferry::gpu::Memory::device) return false;
+  if (decide(bytes, block_of(*t), true, true) != model::Method::ipc) return false;
 
   auto f = std::make_shared<InFlight>();
   f->dest_world = dw;
@@ -571,7 +606,11 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   auto t = ferry_type(type);
   if (!t) return false;
   const i64 bytes = ferry::pack_size(count, *t);
-  if (bytes < w.pipeline_threshold || t->size() == 0) return false;
+  if (bytes < kPipelineMinBytes || t->size() == 0) return false;
+  const bool same = w.node_of[static_cast<std::size_t>(dw)] == w.node_of[static_cast<std::size_t>(w.rank)];
+  const bool ipc_possible = ferry::gpu::allocation_of(static_cast<const char*>(buf) + t->data_lb(count)).kind ==
+                            ferry::gpu::Memory::device;
+  if (decide(bytes, block_of(*t), same, ipc_possible) != model::Method::pipelined) return false;
   const i64 chunk_elems = std::max<i64>(1, w.chunk_bytes / t->size());
   if (chunk_elems >= count) return false;  // one chunk: nothing to overlap
   const i64 chunk = chunk_elems * t->size();
