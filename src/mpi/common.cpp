@@ -183,7 +183,7 @@ std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int
 void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type) {
   int got = 0;
   PMPI_Get_count(st, MPI_BYTE, &got);
-  ferry::gpu::unpack(staging, buf, type.size() ? got / type.size() : 0, type);
+  ipc::stage_unpack(staging, buf, type.size() ? got / type.size() : 0, type);
 }
 
 void Requests::count_stub(const Pending& p, int delta) {
@@ -309,7 +309,7 @@ bool Requests::start(MPI_Request r) {
     count_stub(it->second, 1);
     p = it->second;
   }
-  if (!p.recv && p.buf) ferry::gpu::pack(p.buf, p.count, *p.type, p.staging);
+  if (!p.recv && p.buf) ipc::stage_pack(p.buf, p.count, *p.type, p.staging);
   return true;
 }
 
@@ -327,6 +327,8 @@ int Requests::forget_persistent(MPI_Request r) {
   pool().put(staging);
   return 1;
 }
+
+void stage_pack_now(const Pending& p, void* host) { ipc::stage_pack(p.buf, p.count, *p.type, host); }
 
 Requests& requests() {
   static auto* r = new Requests();

@@ -174,12 +174,15 @@ class Requests {
 int wait_serving(MPI_Request* request, MPI_Status* status);
 Requests& requests();
 
+// Packs a staged request's GPU data into its staging buffer (ipc::stage_pack).
+void stage_pack_now(const Pending& p, void* host);
+
 // Starts a staged request: packs the GPU data now (sends), `post` issues the PMPI call on the
 // staging buffer, and the request is recorded; on any failure the buffer goes back to the pool.
 template <class Post>
 int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request, Post post) {
   Staged host(bytes);
-  if (pack_now) ferry::gpu::pack(pending.buf, pending.count, *pending.type, host.p);
+  if (pack_now) stage_pack_now(pending, host.p);
   int rc = post(host.p);
   if (rc != MPI_SUCCESS) return rc;
   pending.staging = host.release();

@@ -66,7 +66,7 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
-    ferry::gpu::pack(buf, count, *t, host.p);
+    ipc::stage_pack(buf, count, *t, host.p);
     return send_bytes(k, host.p, bytes, MPI_BYTE, dest, tag, comm);
   } catch (const ferry::Error& e) {
     return report(comm, e);
@@ -257,6 +257,23 @@ long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
 long ferry_mpi_ipc_received(void) { return ipc::received(); }
 // Messages this process sent pipelined (chunks staged while MPI moves the ones before).
 long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
+// Forces the method ("staged", "pipelined", "ipc") or the staging pack ("device", "one_shot") of
+// the messages that follow, for measurements; NULL gives the choice back to the model. Returns 0,
+// or -1 for a name it does not know.
+int ferry_mpi_force_method(const char* name) {
+  if (!name) return ipc::force_method(std::nullopt), 0;
+  auto m = ferry::model::method_named(name);
+  if (!m) return -1;
+  ipc::force_method(m);
+  return 0;
+}
+int ferry_mpi_force_pack(const char* name) {
+  if (!name) return ipc::force_pack(std::nullopt), 0;
+  auto p = ferry::model::pack_named(name);
+  if (!p) return -1;
+  ipc::force_pack(p);
+  return 0;
+}
 
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
@@ -490,7 +507,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     Staged host(std::max(bytes, ipc::kStubBytes));
-    ferry::gpu::pack(buf, count, *t, host.p);
+    ipc::stage_pack(buf, count, *t, host.p);
     int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
     return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
   } catch (const ferry::Error& e) {

@@ -35,6 +35,7 @@ struct World {
   // FERRY_IPC_MIN / FERRY_PIPELINE_MIN set plain thresholds (tests, measurements).
   std::unique_ptr<model::DecisionCache> decisions;
   std::optional<model::Method> forced;
+  std::optional<model::Pack> forced_pack;
   i64 ipc_min = -1;       // from FERRY_IPC_MIN, else -1: the model decides
   i64 pipeline_min = -1;  // from FERRY_PIPELINE_MIN, else -1
   i64 chunk_bytes = 0;    // pipelined chunk size
@@ -102,6 +103,8 @@ int world_rank(MPI_Comm comm, int rank) { return rank_tables().world_rank(comm, 
 void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 
 bool enabled() { return world().on; }
+void force_method(std::optional<model::Method> m) { world().forced = m; }
+void force_pack(std::optional<model::Pack> p) { world().forced_pack = p; }
 long sent() { return sent_count.load(); }
 long pipelined() { return pipelined_count.load(); }
 long received() { return received_count.load(); }
@@ -368,6 +371,7 @@ void init() {
   w.pipeline_min = env_bytes("FERRY_PIPELINE_MIN", -1);
   w.chunk_bytes = std::max(env_bytes("FERRY_PIPELINE_CHUNK", i64{1} << 20), i64{4096});
   if (const char* f = std::getenv("FERRY_METHOD"); f && *f) w.forced = model::method_named(f);
+  if (const char* f = std::getenv("FERRY_PACK"); f && *f) w.forced_pack = model::pack_named(f);
   std::string why;
   w.decisions = std::make_unique<model::DecisionCache>(
       std::make_shared<const model::Model>(model::Model::from_environment(&why)));
@@ -683,7 +687,60 @@ bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* b
   return true;
 }
 
+namespace {
+bool pack_through_device(i64 count, const ferry::Type& t) {
+  const World& w = world();
+  if (t.dense()) return false;
+  if (w.forced_pack) return *w.forced_pack == model::Pack::device;
+  if (!w.decisions) return false;
+  const i64 bytes = count * t.size();
+  return w.decisions->get(bytes, block_of(t), model::Locality::same_node, false).pack ==
+         model::Pack::device;
+}
+}  // namespace
+
+void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
+  if (!pack_through_device(count, t)) return ferry::gpu::pack(buf, count, t, host);
+  const i64 bytes = count * t.size();
+  void* dev = device_pool().get(bytes);
+  try {
+    ferry::gpu::pack_async(buf, count, t, dev, copy_stream());
+    cuda_check(cudaMemcpyAsync(host, dev, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost,
+                               copy_stream()),
+               "staging copy");
+    cuda_check(cudaStreamSynchronize(copy_stream()), "staging copy");
+  } catch (...) {
+    device_pool().put(dev);
+    throw;
+  }
+  device_pool().put(dev);
+}
+
+void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) {
+  if (!pack_through_device(count, t)) return ferry::gpu::unpack(host, buf, count, t);
+  const i64 bytes = count * t.size();
+  void* dev = device_pool().get(bytes);
+  try {
+    cuda_check(cudaMemcpyAsync(dev, host, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice,
+                               copy_stream()),
+               "staging copy");
+    ferry::gpu::unpack_async(dev, buf, count, t, copy_stream());
+    cuda_check(cudaStreamSynchronize(copy_stream()), "staging copy");
+  } catch (...) {
+    device_pool().put(dev);
+    throw;
+  }
+  device_pool().put(dev);
+}
+
 #else  // built without CUDA: no IPC
+
+void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
+  ferry::gpu::pack(buf, count, t, host);
+}
+void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) {
+  ferry::gpu::unpack(host, buf, count, t);
+}
 
 bool stub_size(const void*, MPI_Comm, const MPI_Status&, i64*) { return false; }
 

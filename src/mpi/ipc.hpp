@@ -22,6 +22,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
+
+#include <ferry/model.hpp>
 
 #include "mpi/common.hpp"
 
@@ -70,6 +73,16 @@ bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, co
 // The bytes of a stub-sized message `received` from `st`'s source: true if it is a stub, with the
 // size of the message it stands for.
 bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* bytes);
+
+// Staging of GPU data in pinned host memory, packed the way the model picks for its size and
+// block size: one-shot (the kernel writes host memory over the bus) or into device memory and
+// then one copy. Dense data is one copy either way.
+void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host);
+void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t);
+
+// Forces a method / pack for the messages that follow (measurements); nullopt: the model decides.
+void force_method(std::optional<model::Method> m);
+void force_pack(std::optional<model::Pack> p);
 
 // Messages sent and received over IPC by this process so far (for tests and benchmarks).
 long sent();
