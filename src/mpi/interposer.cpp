@@ -117,7 +117,7 @@ int recv_bytes(void* buf, int count, MPI_Datatype type, int source, int tag, MPI
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
          MPI_Status* status) {
-  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
+  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm, true);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   if (early::any()) {
@@ -453,7 +453,7 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
     }
   }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
-  const bool may = comm != MPI_COMM_NULL && ipc::may_get_stub(count, type, MPI_ANY_SOURCE, comm);
+  const bool may = comm != MPI_COMM_NULL && ipc::may_get_stub(count, type, MPI_ANY_SOURCE, comm, true);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   try {
@@ -495,7 +495,7 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
 // In-place exchange of GPU data: pack to staging, exchange there, unpack what arrived.
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                          int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
-  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
+  const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm, true);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   serve();

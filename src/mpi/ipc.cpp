@@ -117,10 +117,12 @@ bool same_node(MPI_Comm comm, int rank) {
                                          w.node_of[static_cast<std::size_t>(w.rank)];
 }
 
-bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm) {
+bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool blocking) {
   if (!world().on || source == MPI_PROC_NULL || count <= 0) return false;
   const i64 capacity = static_cast<i64>(count) * type_size(type);
-  if (capacity < kMinBytes) return false;
+  // A stub always fits a blocking receive of kStubBytes or more, so one into too small a buffer
+  // (an erroneous program: MPI_ERR_TRUNCATE) is still answered and its sender does not hang.
+  if (capacity < (blocking ? kStubBytes : kMinBytes)) return false;
   if (source != MPI_ANY_SOURCE)
     return capacity >= kPipelineMinBytes ? world_rank(comm, source) >= 0 : same_node(comm, source);
   int inter = 0;

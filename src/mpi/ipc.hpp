@@ -89,7 +89,9 @@ long sent();
 long pipelined();
 long received();
 
-// The receive may get a stub: large enough, from a same-node peer or MPI_ANY_SOURCE.
-bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm);
+// The receive may get a stub: from a peer that may send one (same node; any node for 1 MiB or
+// more) or MPI_ANY_SOURCE, and large enough (kMinBytes; a blocking receive checks down to
+// kStubBytes, where only a truncated message can be a stub).
+bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool blocking = false);
 
 }  // namespace ferry::mpi_detail::ipc
