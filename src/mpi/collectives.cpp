@@ -13,11 +13,11 @@
 // completes (any wait or test), which also keeps every mirror alive until then, since the MPI
 // reads the inputs and writes the outputs in the meantime. One template per argument list serves
 // the blocking and the non-blocking form: `request...` is empty or the MPI_Request*.
+#include "mpi/common.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-
-#include "mpi/common.hpp"
 
 using namespace ferry::mpi_detail;
 
@@ -121,12 +121,11 @@ struct Blocks {
     // Mirror's blocks form takes no MPI_BOTTOM; nor do counts matter without a GPU.
     if (!candidate(buf, use) || buf == nullptr || !ferry::gpu::available()) return false;
     const int i = first_nonempty(n, counts);
-    if (i == n) return false;
-    try {
-      return on_device(at(buf, displs[i] * ferry::lookup(type)->extent()), counts[i], type);
-    } catch (const ferry::Error&) {
-      return false;  // as on_device: the system MPI decides
-    }
+    MPI_Aint lb = 0, extent = 0;  // MPI's own answer: no type lookup for named types
+    if (i == n || type == MPI_DATATYPE_NULL ||
+        PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS)
+      return false;  // nothing to move, or a bad type the collective itself reports
+    return on_device(at(buf, displs[i] * i64{extent}), counts[i], type);
   }
   std::shared_ptr<Mirror> mirror(bool copy_in) const {
     const std::vector<bool> f = filled(cart, n);
@@ -280,9 +279,11 @@ class Mirrors {
 
 // Runs a collective with a send-side and a receive-side buffer argument: straight to PMPI when
 // neither is GPU memory, else on host mirrors of the GPU ones. `call(send, recv, request...)`
-// issues the PMPI call.
+// issues the PMPI call. A blocking one first serves pending IPC receives (one atomic load when
+// there are none): their senders may be waiting for them before they reach the collective.
 template <class Send, class Recv, class Call, class... Req>
 int exchange(MPI_Comm comm, const Send& send, const Recv& recv, Call call, Req... request) {
+  if constexpr (sizeof...(Req) == 0) serve();
   const bool send_dev = send.device(), recv_dev = recv.device();
   if (!send_dev && !recv_dev)
     return call(const_cast<void*>(send.buf), const_cast<void*>(recv.buf), request...);

@@ -1,0 +1,259 @@
+// The stub protocol of the interposer (IPC and pipelined messages announced by a stub on the
+// user's communicator) on machines without a GPU: under FERRY_PROTOCOL_TEST=1 large blocking
+// sends of host buffers take the pipelined method, so matching, wildcards, probes of every kind,
+// truncation, different send and receive types, and progress while the receiver blocks elsewhere
+// are checked in CI. Pairs of ranks (0-1, 2-3) exchange.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <vector>
+
+extern "C" long ferry_mpi_pipelined_sent(void);
+
+namespace {
+
+MPI_Comm pair_comm() {
+  static MPI_Comm pair = [] {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm c;
+    MPI_Comm_split(MPI_COMM_WORLD, r / 2, r, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    return c;
+  }();
+  return pair;
+}
+
+int me() {
+  int r = 0;
+  MPI_Comm_rank(pair_comm(), &r);
+  return r;
+}
+
+class Protocol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    MPI_Comm_size(pair_comm(), &n);
+    if (n != 2) GTEST_SKIP() << "needs an even number of ranks";
+    const char* t = std::getenv("FERRY_PROTOCOL_TEST");
+    if (!t || t[0] != '1') GTEST_SKIP() << "run with FERRY_PROTOCOL_TEST=1 (ctest does)";
+  }
+};
+
+constexpr int kN = 1 << 18;  // 2 MiB of doubles: pipelined (FERRY_PIPELINE_MIN=1 MiB)
+
+std::vector<double> pattern(int who, int salt, std::size_t n = kN) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = who * 1e7 + salt * 1e6 + static_cast<double>(i);
+  return v;
+}
+
+TEST_F(Protocol, BlockingSendsArePipelinedAndArrive) {
+  const int other = 1 - me();
+  const long before = ferry_mpi_pipelined_sent();
+  if (me() == 0) {
+    auto v = pattern(0, 1);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 5, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Ssend(v.data(), kN, MPI_DOUBLE, other, 6, pair_comm()), MPI_SUCCESS);
+    EXPECT_EQ(ferry_mpi_pipelined_sent() - before, 2);
+  } else {
+    std::vector<double> got(kN + 100, -1.0);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(got.data(), kN + 100, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, pair_comm(), &st),
+              MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, kN);
+    EXPECT_EQ(st.MPI_SOURCE, other);
+    EXPECT_EQ(st.MPI_TAG, 5);
+    EXPECT_EQ(got, [] { auto w = pattern(0, 1); w.resize(kN + 100, -1.0); return w; }());
+    // Received as pairs of doubles: a type other than the sender's.
+    MPI_Datatype two;
+    MPI_Type_contiguous(2, MPI_DOUBLE, &two);
+    MPI_Type_commit(&two);
+    std::fill(got.begin(), got.end(), -1.0);
+    ASSERT_EQ(MPI_Recv(got.data(), kN / 2, two, other, 6, pair_comm(), &st), MPI_SUCCESS);
+    MPI_Get_count(&st, two, &count);
+    EXPECT_EQ(count, kN / 2);
+    for (int i = 0; i < kN; i += 4093) ASSERT_EQ(got[static_cast<std::size_t>(i)], 1e6 + i);
+    MPI_Type_free(&two);
+  }
+  MPI_Barrier(pair_comm());
+}
+
+// A strided sender type (chunks of whole elements) into a strided receiver type of another shape.
+TEST_F(Protocol, DerivedTypesOnBothSides) {
+  const int other = 1 - me();
+  MPI_Datatype rows;  // 64 rows of 512 doubles out of 1024: 256 KiB per element
+  MPI_Type_vector(64, 512, 1024, MPI_DOUBLE, &rows);
+  MPI_Type_commit(&rows);
+  MPI_Datatype every3;  // 3 of every 4 doubles
+  MPI_Type_vector(kN, 3, 4, MPI_DOUBLE, &every3);
+  MPI_Type_commit(&every3);
+  const int elems = 8;  // 8 x 256 KiB = 2 MiB packed
+  if (me() == 0) {
+    auto v = pattern(0, 2, 64 * 1024 * elems);
+    ASSERT_EQ(MPI_Send(v.data(), elems, rows, other, 7, pair_comm()), MPI_SUCCESS);
+  } else {
+    const int n = 64 * 512 * elems;  // doubles that arrive
+    std::vector<double> got(static_cast<std::size_t>(n / 3 + 1) * 4 + 8, -1.0);
+    MPI_Status st;
+    // Room for n/3+1 groups of three: the last group is partial.
+    MPI_Datatype grp;
+    MPI_Type_vector(n / 3 + 1, 3, 4, MPI_DOUBLE, &grp);
+    MPI_Type_commit(&grp);
+    ASSERT_EQ(MPI_Recv(got.data(), 1, grp, other, 7, pair_comm(), &st), MPI_SUCCESS);
+    int elements = 0;
+    MPI_Get_elements(&st, MPI_DOUBLE, &elements);
+    EXPECT_EQ(elements, n);
+    // The k-th double that arrived is row k/512 of element..., at got[(k/3)*4 + k%3].
+    for (int k = 0; k < n; k += 997) {
+      const int e = k / (64 * 512), r = (k / 512) % 64, c = k % 512;
+      const double want = 2e6 + static_cast<double>(e * 64 * 1024 + r * 1024 + c);
+      ASSERT_EQ(got[static_cast<std::size_t>((k / 3) * 4 + k % 3)], want) << k;
+    }
+    for (int g = 0; g < n / 3; g += 1001) ASSERT_EQ(got[static_cast<std::size_t>(g * 4 + 3)], -1.0);
+    MPI_Type_free(&grp);
+  }
+  MPI_Type_free(&every3);
+  MPI_Type_free(&rows);
+  MPI_Barrier(pair_comm());
+}
+
+// Probe, Iprobe, Mprobe and Improbe report the real size of a stub message; Recv, Irecv, Mrecv and
+// Imrecv then deliver it.
+TEST_F(Protocol, ProbesReportTheRealSize) {
+  const int other = 1 - me();
+  if (me() == 0) {
+    for (int k = 0; k < 4; ++k) {
+      auto v = pattern(0, 10 + k, static_cast<std::size_t>(kN - k));
+      ASSERT_EQ(MPI_Send(v.data(), kN - k, MPI_DOUBLE, other, 20 + k, pair_comm()), MPI_SUCCESS);
+    }
+  } else {
+    for (int k = 0; k < 4; ++k) {
+      MPI_Status st;
+      MPI_Message msg = MPI_MESSAGE_NULL;
+      int flag = 0;
+      if (k == 0) ASSERT_EQ(MPI_Probe(other, 20, pair_comm(), &st), MPI_SUCCESS);
+      if (k == 1)
+        while (!flag) ASSERT_EQ(MPI_Iprobe(MPI_ANY_SOURCE, 21, pair_comm(), &flag, &st), MPI_SUCCESS);
+      if (k == 2) ASSERT_EQ(MPI_Mprobe(other, MPI_ANY_TAG, pair_comm(), &msg, &st), MPI_SUCCESS);
+      if (k == 3)
+        while (!flag) ASSERT_EQ(MPI_Improbe(other, 23, pair_comm(), &flag, &msg, &st), MPI_SUCCESS);
+      int count = 0;
+      MPI_Get_count(&st, MPI_DOUBLE, &count);
+      ASSERT_EQ(count, kN - k) << "probe " << k;
+      ASSERT_EQ(st.MPI_TAG, 20 + k);
+      // A second probe sees the same message, still with its real size.
+      if (k == 0) {
+        MPI_Status again;
+        ASSERT_EQ(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, pair_comm(), &again), MPI_SUCCESS);
+        MPI_Get_count(&again, MPI_DOUBLE, &count);
+        EXPECT_EQ(count, kN);
+        EXPECT_EQ(again.MPI_TAG, 20);
+      }
+      std::vector<double> got(static_cast<std::size_t>(kN), -1.0);
+      MPI_Status rst;
+      MPI_Request r;
+      if (k == 0)
+        ASSERT_EQ(MPI_Recv(got.data(), kN, MPI_DOUBLE, st.MPI_SOURCE, st.MPI_TAG, pair_comm(), &rst),
+                  MPI_SUCCESS);
+      if (k == 1) {
+        ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 21, pair_comm(), &r), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &rst), MPI_SUCCESS);
+      }
+      if (k == 2) ASSERT_EQ(MPI_Mrecv(got.data(), kN, MPI_DOUBLE, &msg, &rst), MPI_SUCCESS);
+      if (k == 3) {
+        ASSERT_EQ(MPI_Imrecv(got.data(), kN, MPI_DOUBLE, &msg, &r), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &rst), MPI_SUCCESS);
+      }
+      MPI_Get_count(&rst, MPI_DOUBLE, &count);
+      EXPECT_EQ(count, kN - k) << "receive " << k;
+      EXPECT_EQ(rst.MPI_SOURCE, other);
+      EXPECT_EQ(rst.MPI_TAG, 20 + k);
+      auto want = pattern(0, 10 + k, static_cast<std::size_t>(kN - k));
+      want.resize(kN, -1.0);
+      ASSERT_EQ(got, want) << "receive " << k;
+    }
+  }
+  MPI_Barrier(pair_comm());
+}
+
+// Truncation: into a smaller large buffer, and into a buffer smaller than a megabyte (no stub is
+// expected there, but a stub fits). Both report MPI_ERR_TRUNCATE and the sender completes.
+TEST_F(Protocol, TruncationIsReportedAndTheSenderCompletes) {
+  const int other = 1 - me();
+  if (me() == 0) {
+    auto v = pattern(0, 3);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 30, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 31, pair_comm()), MPI_SUCCESS);
+  } else {
+    std::vector<double> got(kN, -1.0);
+    MPI_Status st;
+    int rc = MPI_Recv(got.data(), kN / 2, MPI_DOUBLE, other, 30, pair_comm(), &st);
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    EXPECT_EQ(cls, MPI_ERR_TRUNCATE);
+    EXPECT_EQ(got[kN / 2 - 1], 3e6 + kN / 2 - 1);  // what fits arrived
+    EXPECT_EQ(got[kN / 2], -1.0);
+    rc = MPI_Recv(got.data(), 100, MPI_DOUBLE, other, 31, pair_comm(), &st);
+    MPI_Error_class(rc, &cls);
+    EXPECT_EQ(cls, MPI_ERR_TRUNCATE);
+  }
+  MPI_Barrier(pair_comm());
+}
+
+// The receiver posts Irecv, then blocks in a synchronous send to the sender before it waits: the
+// sender's pipelined send must still complete (the receiver serves its pending receive).
+TEST_F(Protocol, ProgressWhileTheReceiverBlocksElsewhere) {
+  const int other = 1 - me();
+  double token = 0;
+  if (me() == 0) {
+    auto v = pattern(0, 4);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 40, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&token, 1, MPI_DOUBLE, other, 41, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(token, 7.0);
+  } else {
+    std::vector<double> got(kN, -1.0);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 40, pair_comm(), &r), MPI_SUCCESS);
+    token = 7.0;
+    ASSERT_EQ(MPI_Ssend(&token, 1, MPI_DOUBLE, other, 41, pair_comm()), MPI_SUCCESS);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, kN);
+    EXPECT_EQ(got, pattern(0, 4));
+  }
+  MPI_Barrier(pair_comm());
+}
+
+// Both directions at once through MPI_Sendrecv, and messages in flight back to back: order kept.
+TEST_F(Protocol, ExchangesAndOrder) {
+  const int other = 1 - me();
+  auto mine = pattern(me(), 5);
+  std::vector<double> got(kN, -1.0);
+  MPI_Status st;
+  ASSERT_EQ(MPI_Sendrecv(mine.data(), kN, MPI_DOUBLE, other, 50, got.data(), kN, MPI_DOUBLE, other,
+                         50, pair_comm(), &st),
+            MPI_SUCCESS);
+  EXPECT_EQ(got, pattern(other, 5));
+  if (me() == 0) {
+    for (int k = 0; k < 3; ++k) {
+      auto v = pattern(0, 60 + k);
+      ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 60, pair_comm()), MPI_SUCCESS);
+    }
+  } else {
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(MPI_Recv(got.data(), kN, MPI_DOUBLE, other, 60, pair_comm(), MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      ASSERT_EQ(got[1], 0 * 1e7 + (60 + k) * 1e6 + 1) << "message " << k << " out of order";
+    }
+  }
+  MPI_Barrier(pair_comm());
+}
+
+}  // namespace
