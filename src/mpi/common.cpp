@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ferry::mpi_detail {
 
@@ -34,7 +35,9 @@ void* StagingPool::get(i64 bytes) {
       return p;
     }
   }
-  void* p = ferry::gpu::alloc_pinned(size);
+  // Without a GPU (the host protocol test) plain memory serves.
+  void* p = ferry::gpu::available() ? ferry::gpu::alloc_pinned(size) : std::malloc(static_cast<std::size_t>(size));
+  if (!p) throw ferry::Error(MPI_ERR_NO_MEM, "staging buffer");
   std::lock_guard lock(mutex_);
   sizes_[p] = size;
   return p;
@@ -48,7 +51,7 @@ void StagingPool::put(void* p) {
 
 void StagingPool::release_all() {
   std::lock_guard lock(mutex_);
-  for (auto& [p, size] : sizes_) ferry::gpu::free_pinned(p);
+  for (auto& [p, size] : sizes_) ferry::gpu::available() ? ferry::gpu::free_pinned(p) : std::free(p);
   sizes_.clear();
   free_.clear();
 }
@@ -180,10 +183,55 @@ std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int
   return t;
 }
 
+void unpack_into(const void* packed, i64 nbytes, const Target& to, i64 first) {
+  const ferry::Type& t = *to.type;
+  const i64 size = t.size();
+  if (size <= 0 || nbytes <= 0) return;
+  const char* src = static_cast<const char*>(packed);
+  if (t.dense()) {  // one run: the bytes go where they belong, a partial element included
+    char* dst = to.element(first) + t.true_lb();
+    if (to.device) {
+      ferry::gpu::copy(dst, src, nbytes);
+    } else {
+      std::memcpy(dst, src, static_cast<std::size_t>(nbytes));
+    }
+    return;
+  }
+  const i64 full = nbytes / size, rem = nbytes % size;
+  if (full > 0) {
+    if (to.device) {
+      ipc::stage_unpack(src, to.element(first), full, t);
+    } else {
+      i64 pos = 0;
+      ferry::unpack(src, full * size, &pos, to.element(first), full, t);
+    }
+  }
+  if (rem == 0) return;
+  std::vector<char> tmp(static_cast<std::size_t>(size));
+  char* last = to.element(first + full);
+  i64 pos = 0;
+  if (to.device) {
+    ferry::gpu::pack(last, 1, t, tmp.data());
+  } else {
+    ferry::pack(last, 1, t, tmp.data(), size, &pos);
+  }
+  std::memcpy(tmp.data(), src + full * size, static_cast<std::size_t>(rem));
+  pos = 0;
+  if (to.device) {
+    ferry::gpu::unpack(tmp.data(), last, 1, t);
+  } else {
+    ferry::unpack(tmp.data(), size, &pos, last, 1, t);
+  }
+}
+
 void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type) {
-  int got = 0;
-  PMPI_Get_count(st, MPI_BYTE, &got);
-  ipc::stage_unpack(staging, buf, type.size() ? got / type.size() : 0, type);
+  MPI_Count got = 0;
+  PMPI_Get_elements_x(st, MPI_BYTE, &got);
+  Target to;
+  to.buf = buf;
+  to.type = std::shared_ptr<const ferry::Type>(&type, [](const ferry::Type*) {});
+  to.device = true;
+  unpack_into(staging, got, to);
 }
 
 void Requests::count_stub(const Pending& p, int delta) {
@@ -208,6 +256,17 @@ bool Requests::cancellable(MPI_Request r) {
   auto it = table_.lower_bound(r);
   return it == table_.end() || it->first != r || !it->second.uncancellable;
 }
+
+namespace {
+Target target_of(const Pending& p) {
+  Target t;
+  t.buf = p.buf;
+  t.count = p.count;
+  t.type = p.type;
+  t.device = p.device;
+  return t;
+}
+}  // namespace
 
 int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
@@ -241,7 +300,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
       PMPI_Status_set_elements_x(st, MPI_BYTE, p.stub_bytes);
       if (rc != MPI_SUCCESS) st->MPI_ERROR = rc;
     } else if (p.may_be_stub && p.stub_state == 0) {
-      stub = ipc::finish_recv(p.buf, p.count, p.mpi_type, p.device, p.staging, p.comm, st, &rc);
+      stub = ipc::finish_recv(target_of(p), p.staging, p.ranks, st, &rc);
     }
     if (!stub && p.device) unpack_arrived(p.staging, st, p.buf, *p.type);
   }
@@ -275,7 +334,7 @@ void Requests::progress() {
     PMPI_Test_cancelled(&st, &cancelled);
     int rc = MPI_SUCCESS;
     const bool stub =
-        !cancelled && ipc::finish_recv(p.buf, p.count, p.mpi_type, p.device, p.staging, p.comm, &st, &rc);
+        !cancelled && ipc::finish_recv(target_of(p), p.staging, p.ranks, &st, &rc);
     std::lock_guard lock(mutex_);
     auto it = table_.lower_bound(r);
     if (it == table_.end() || it->first != r) continue;

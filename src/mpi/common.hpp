@@ -94,9 +94,36 @@ int report(MPI_Comm comm, const ferry::Error& e);
 // The committed type and the packed size of `count` of it, which travels as an int count of bytes.
 std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes);
 
-// Unpacks into GPU memory the whole elements of a staged receive that arrived (a shorter message
-// is legal; MPI_Get_elements on the status still sees every byte).
+// Where a receive's data goes: `count` elements of `type` at `buf`, GPU or host memory. Holds the
+// translated type, so a receive completes correctly after MPI_Type_free of its datatype.
+struct Target {
+  void* buf = nullptr;
+  i64 count = 0;
+  std::shared_ptr<const ferry::Type> type;
+  bool device = false;
+  char* element(i64 k) const { return static_cast<char*>(buf) + k * type->extent(); }
+};
+
+// Unpacks `nbytes` of packed data in host memory into the target's elements from `first` on. A
+// message may end inside an element (MPI allows it): that element receives its leading bytes and
+// keeps the rest, so the last element is packed, patched and unpacked again.
+void unpack_into(const void* packed, i64 nbytes, const Target& to, i64 first = 0);
+
+// Unpacks into GPU memory a staged receive that arrived (all its bytes; MPI_Get_elements on the
+// status sees them).
 void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const ferry::Type& type);
+
+// A communicator's ranks as world ranks, kept by receives (the communicator may be freed before
+// they complete). `world`: MPI_COMM_WORLD itself; an empty table: an intercommunicator.
+struct Ranks {
+  bool world = false;
+  std::shared_ptr<const std::vector<int>> table;
+  int to_world(int rank) const {
+    if (rank < 0) return -1;
+    if (world) return rank;
+    return table && rank < static_cast<int>(table->size()) ? (*table)[static_cast<std::size_t>(rank)] : -1;
+  }
+};
 
 // A non-blocking call that Ferry finishes when MPI completes its request: staged point-to-point
 // (the staging buffer; for receives what to unpack where) or anything with a `finish` step (a
@@ -115,8 +142,7 @@ struct Pending {
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
   bool device = true;  // buf is GPU memory, received through `staging`; false: a host buffer
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
+  Ranks ranks;         // of the receive's communicator
   int stub_state = 0;  // 0: not looked at; 1: a stub, data fetched early (stub_rc); 2: not a stub
   int stub_rc = MPI_SUCCESS;
   MPI_Count stub_bytes = 0;

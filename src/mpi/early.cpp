@@ -15,7 +15,8 @@ namespace ferry::mpi_detail::early {
 namespace {
 
 struct Message {
-  MPI_Comm comm;
+  MPI_Comm comm;  // for matching
+  Ranks ranks;    // of comm, when it was received
   MPI_Status status;  // as MPI received it: kStubBytes from the sender
   std::vector<char> bytes;
 };
@@ -86,27 +87,22 @@ Store& store() {
 void announce(const Message& m, MPI_Status* st) {
   *st = m.status;
   ferry::i64 bytes = 0;
-  if (ipc::stub_size(m.bytes.data(), m.comm, m.status, &bytes)) PMPI_Status_set_elements_x(st, MPI_BYTE, bytes);
+  if (ipc::stub_size(m.bytes.data(), m.ranks, m.status, &bytes)) PMPI_Status_set_elements_x(st, MPI_BYTE, bytes);
 }
 
 int deliver(Message& m, void* buf, int count, MPI_Datatype type, MPI_Status* st) {
   *st = m.status;
   int rc = MPI_SUCCESS;
-  const bool dev = on_device(buf, count, type);
-  if (ipc::finish_recv(buf, count, type, dev, m.bytes.data(), m.comm, st, &rc)) return rc;
-  // Not a stub: the bytes of an ordinary message of that size, delivered as MPI would.
-  int size = 0;
-  PMPI_Type_size(type, &size);
-  const ferry::i64 capacity = static_cast<ferry::i64>(count) * size;
-  const int n = static_cast<int>(std::min<ferry::i64>(capacity, static_cast<ferry::i64>(m.bytes.size())));
-  const int elems = size ? n / size : 0;
-  if (dev) {
-    auto t = ferry::lookup(type);
-    ferry::gpu::unpack(m.bytes.data(), buf, elems, *t);
-  } else {
-    int pos = 0;
-    PMPI_Unpack(m.bytes.data(), n, &pos, buf, elems, type, MPI_COMM_SELF);
-  }
+  Target to;
+  to.buf = buf;
+  to.count = count;
+  to.type = ferry::lookup(type);
+  to.device = on_device(buf, count, type);
+  if (ipc::finish_recv(to, m.bytes.data(), m.ranks, st, &rc)) return rc;
+  // Not a stub: the bytes of an ordinary message, delivered as MPI would.
+  const ferry::i64 capacity = to.count * to.type->size();
+  const ferry::i64 n = std::min<ferry::i64>(capacity, static_cast<ferry::i64>(m.bytes.size()));
+  unpack_into(m.bytes.data(), n, to);
   if (capacity < static_cast<ferry::i64>(m.bytes.size())) {
     PMPI_Status_set_elements_x(st, MPI_BYTE, n);
     st->MPI_ERROR = MPI_ERR_TRUNCATE;
@@ -140,23 +136,38 @@ int done_cancel(void*, int) { return MPI_SUCCESS; }
 
 bool any() { return store().any(); }
 
-int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message) {
+int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message, bool* taken) {
+  *taken = false;
   int got = 0;
   PMPI_Get_count(st, MPI_BYTE, &got);
-  if (got != ipc::kStubBytes || ipc::world_rank(comm, st->MPI_SOURCE) < 0) return MPI_SUCCESS;
+  const Ranks ranks = ipc::ranks_of(comm);
+  if (got != ipc::kStubBytes || ranks.to_world(st->MPI_SOURCE) < 0) return MPI_SUCCESS;
   auto m = std::make_unique<Message>();
   m->comm = comm;
-  m->bytes.resize(ipc::kStubBytes);
+  m->ranks = ranks;
   MPI_Message mine = MPI_MESSAGE_NULL;
   const bool plain = message == nullptr;
+  MPI_Status matched = *st;
   if (plain) {  // a plain probe: match the same message (the oldest from that source and tag)
-    int rc = PMPI_Mprobe(st->MPI_SOURCE, st->MPI_TAG, comm, &mine, MPI_STATUS_IGNORE);
+    int flag = 0;
+    int rc = PMPI_Improbe(st->MPI_SOURCE, st->MPI_TAG, comm, &flag, &mine, &matched);
     if (rc != MPI_SUCCESS) return rc;
+    if (!flag) return MPI_SUCCESS;  // another thread took it: nothing to fix
     message = &mine;
   }
-  int rc = PMPI_Mrecv(m->bytes.data(), ipc::kStubBytes, MPI_BYTE, message, &m->status);
+  // Whatever was matched (another thread may have changed which), it is received whole.
+  int bytes = 0;
+  PMPI_Get_count(&matched, MPI_BYTE, &bytes);
+  m->bytes.resize(static_cast<std::size_t>(std::max(bytes, 1)));
+  int rc = PMPI_Mrecv(m->bytes.data(), bytes, MPI_BYTE, message, &m->status);
   if (rc != MPI_SUCCESS) return rc;
-  announce(*m, st);
+  *taken = true;
+  m->bytes.resize(static_cast<std::size_t>(bytes));
+  if (bytes == ipc::kStubBytes) {
+    announce(*m, st);
+  } else {
+    *st = m->status;
+  }
   if (!plain) {
     *message = store().hand_out(std::move(m));
   } else {

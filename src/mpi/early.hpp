@@ -16,7 +16,8 @@ bool any();
 
 // After a probe matched (`st`): takes a stub-sized same-node message early; fixes `st`.
 // `message`: for MPI_Mprobe/MPI_Improbe, the handle MPI returned, replaced by Ferry's own.
-int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message);
+// Returns the MPI result; *taken says whether the message is now Ferry's.
+int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message, bool* taken);
 
 // A probe's answer from the messages taken early: true if one matches (its status in `st`; with
 // `message`, the message is handed over as a Ferry handle).

@@ -58,7 +58,13 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
 // A blocking send: host buffers straight through; GPU data over IPC or packed into staging.
 int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
          MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return send_bytes(k, buf, count, type, dest, tag, comm);
+  if (!on_device(buf, count, type)) {
+    int rc = MPI_SUCCESS;
+    if (k.ipc && ipc::host_protocol_test() &&
+        ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, &rc))
+      return rc;
+    return send_bytes(k, buf, count, type, dest, tag, comm);
+  }
   try {
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc)) return rc;
@@ -90,20 +96,47 @@ int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int 
   }
 }
 
+Target target(void* buf, int count, std::shared_ptr<const ferry::Type> t, bool device) {
+  Target to;
+  to.buf = buf;
+  to.count = count;
+  to.type = std::move(t);
+  to.device = device;
+  return to;
+}
+
+std::shared_ptr<const ferry::Type> type_or_null(MPI_Datatype type) {
+  try {
+    return ferry::lookup(type);
+  } catch (const ferry::Error&) {
+    return nullptr;  // a type Ferry cannot read: no stub can be told apart in it
+  }
+}
+
+// A stub fetched with an error goes through the communicator's error handler, as MPI's own would.
+int stub_result(int r, MPI_Comm comm) {
+  if (r != MPI_SUCCESS && comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, r);
+  return r;
+}
+
 // After a receive into the user's host buffer: the message may be an IPC stub.
 int host_arrived(int rc, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status* st) {
   int r = MPI_SUCCESS;
-  if (rc == MPI_SUCCESS && ipc::finish_recv(buf, count, type, false, nullptr, comm, st, &r)) return r;
+  if (rc == MPI_SUCCESS &&
+      ipc::finish_recv(target(buf, count, type_or_null(type), false), nullptr, ipc::ranks_of(comm), st, &r))
+    return stub_result(r, comm);
   return rc;
 }
 
 // After a staged receive of GPU data: fetch an IPC message, or unpack the bytes that arrived.
-int device_arrived(int rc, void* staging, void* buf, int count, MPI_Datatype type,
-                   const ferry::Type& t, bool may_be_stub, MPI_Comm comm, MPI_Status* st) {
+int device_arrived(int rc, void* staging, void* buf, int count,
+                   const std::shared_ptr<const ferry::Type>& t, bool may_be_stub, MPI_Comm comm,
+                   MPI_Status* st) {
   if (rc != MPI_SUCCESS) return rc;
   int r = MPI_SUCCESS;
-  if (may_be_stub && ipc::finish_recv(buf, count, type, true, staging, comm, st, &r)) return r;
-  unpack_arrived(staging, st, buf, t);
+  if (may_be_stub && ipc::finish_recv(target(buf, count, t, true), staging, ipc::ranks_of(comm), st, &r))
+    return stub_result(r, comm);
+  unpack_arrived(staging, st, buf, *t);
   return MPI_SUCCESS;
 }
 
@@ -142,7 +175,7 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
     auto t = staged_type(type, count, &bytes);
     Staged host(std::max(bytes, ipc::kStubBytes));
     int rc = recv_bytes(host.p, bytes, MPI_BYTE, source, tag, comm, st);
-    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
+    return device_arrived(rc, host.p, buf, count, t, may, comm, st);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -158,12 +191,12 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, MPI_Comm comm, bo
   try {
     if (!on_device(buf, count, type)) {
       int rc = post(buf, count, type);
-      if (rc != MPI_SUCCESS || !may) return rc;
-      Pending p = staged_pending(true, buf, count, nullptr, persistent);
+      auto t = may ? type_or_null(type) : nullptr;
+      if (rc != MPI_SUCCESS || !t) return rc;
+      Pending p = staged_pending(true, buf, count, t, persistent);
       p.device = false;
       p.may_be_stub = true;
-      p.comm = comm;
-      p.mpi_type = type;
+      p.ranks = ipc::ranks_of(comm);
       requests().add(*request, std::move(p));
       return rc;
     }
@@ -171,8 +204,7 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, MPI_Comm comm, bo
     auto t = staged_type(type, count, &bytes);
     Pending p = staged_pending(true, buf, count, t, persistent);
     p.may_be_stub = may;
-    p.comm = comm;
-    p.mpi_type = type;
+    p.ranks = ipc::ranks_of(comm);
     return post_staged(std::max(bytes, may ? ipc::kStubBytes : 0), std::move(p), false, request,
                        [&](void* host) { return post(host, bytes, MPI_BYTE); });
   } catch (const ferry::Error& e) {
@@ -401,8 +433,9 @@ static int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mes
       if (rc != MPI_SUCCESS) return rc;
       if (*flag) {
         if (ipc::enabled()) {
-          rc = early::after_probe(comm, st, message);
-          if (message) messages().add(*message, comm);
+          bool taken = false;
+          rc = early::after_probe(comm, st, message, &taken);
+          if (message && !taken) messages().add(*message, comm);  // MPI's handle: its Mrecv needs comm
         }
         return rc;
       }
@@ -465,7 +498,7 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
     auto t = staged_type(type, count, &bytes);
     Staged host(std::max(bytes, ipc::kStubBytes));
     int rc = PMPI_Mrecv(host.p, bytes, MPI_BYTE, message, st);
-    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
+    return device_arrived(rc, host.p, buf, count, t, may, comm, st);
   } catch (const ferry::Error& e) {
     return report(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, e);
   }
@@ -509,7 +542,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     Staged host(std::max(bytes, ipc::kStubBytes));
     ipc::stage_pack(buf, count, *t, host.p);
     int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
-    return device_arrived(rc, host.p, buf, count, type, *t, may, comm, st);
+    return device_arrived(rc, host.p, buf, count, t, may, comm, st);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }

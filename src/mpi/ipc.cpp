@@ -50,14 +50,18 @@ std::atomic<long> sent_count{0}, received_count{0}, pipelined_count{0};
 // Communicator rank -> world rank, per communicator (empty: an intercommunicator).
 class RankTables {
  public:
-  int world_rank(MPI_Comm comm, int rank) {
-    if (rank < 0) return -1;
-    if (comm == MPI_COMM_WORLD) return rank;
+  Ranks ranks(MPI_Comm comm) {
+    Ranks r;
+    if (comm == MPI_COMM_WORLD) {
+      r.world = true;
+      return r;
+    }
     std::lock_guard lock(mutex_);
     auto it = tables_.find(comm);
-    if (it == tables_.end()) it = tables_.emplace(comm, build(comm)).first;
-    return rank < static_cast<int>(it->second.size()) ? it->second[static_cast<std::size_t>(rank)]
-                                                       : -1;
+    if (it == tables_.end())
+      it = tables_.emplace(comm, std::make_shared<const std::vector<int>>(build(comm))).first;
+    r.table = it->second;
+    return r;
   }
   void forget(MPI_Comm comm) {
     std::lock_guard lock(mutex_);
@@ -83,7 +87,7 @@ class RankTables {
     return out;
   }
   std::mutex mutex_;
-  std::map<MPI_Comm, std::vector<int>> tables_;
+  std::map<MPI_Comm, std::shared_ptr<const std::vector<int>>> tables_;
 };
 RankTables& rank_tables() {
   static auto* t = new RankTables();
@@ -98,11 +102,24 @@ int type_size(MPI_Datatype type) {
 
 }  // namespace
 
-int world_rank(MPI_Comm comm, int rank) { return rank_tables().world_rank(comm, rank); }
+Ranks ranks_of(MPI_Comm comm) { return rank_tables().ranks(comm); }
+
+int world_rank(MPI_Comm comm, int rank) {
+  if (rank < 0) return -1;
+  return comm == MPI_COMM_WORLD ? rank : ranks_of(comm).to_world(rank);
+}
 
 void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 
 bool enabled() { return world().on; }
+
+bool host_protocol_test() {
+  static const bool on = [] {
+    const char* e = std::getenv("FERRY_PROTOCOL_TEST");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
 void force_method(std::optional<model::Method> m) { world().forced = m; }
 void force_pack(std::optional<model::Pack> p) { world().forced_pack = p; }
 long sent() { return sent_count.load(); }
@@ -344,7 +361,7 @@ i64 block_of(const ferry::Type& t) { return t.blocks() > 0 ? t.size() / t.blocks
 void init() {
   World& w = world();
   const char* e = std::getenv("FERRY_IPC");
-  const bool wanted = !(e && e[0] == '0') && ferry::gpu::available();
+  const bool wanted = !(e && e[0] == '0') && (ferry::gpu::available() || host_protocol_test());
   // Every rank takes part in the collective setup, so all agree even where some lack a GPU.
   int all = wanted ? 1 : 0;
   PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -471,34 +488,6 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
 
 namespace {
 
-// Bytes of the packed stream at `src` (GPU memory, mapped from the sender, or host staging) into
-// `elems` elements of `type` at `buf` (device or host).
-void deliver(const char* src, bool src_on_host, void* buf, i64 elems, MPI_Datatype type,
-             bool buf_on_device, const std::shared_ptr<const ferry::Type>& t) {
-  const i64 take = elems * type_size(type);
-  if (take <= 0) return;
-  if (t && t->dense()) {
-    char* dst = static_cast<char*>(buf) + t->data_lb(elems);
-    cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault,
-                               copy_stream()),
-               "IPC copy");
-    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
-  } else if (buf_on_device && t) {
-    ferry::gpu::unpack_async(src, buf, elems, *t, copy_stream());
-    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
-  } else {  // a host buffer of a type Ferry may not know: bring the bytes over, MPI unpacks
-    std::unique_ptr<Staged> bounce;
-    if (!src_on_host) {
-      bounce = std::make_unique<Staged>(take);
-      ferry::gpu::copy(bounce->p, src, take);
-      src = static_cast<const char*>(bounce->p);
-    }
-    int pos = 0;
-    PMPI_Unpack(src, static_cast<int>(take), &pos, buf, static_cast<int>(elems), type,
-                MPI_COMM_SELF);
-  }
-}
-
 std::shared_ptr<const ferry::Type> ferry_type(MPI_Datatype type) {
   try {
     return ferry::lookup(type);
@@ -507,29 +496,66 @@ std::shared_ptr<const ferry::Type> ferry_type(MPI_Datatype type) {
   }
 }
 
-// IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.
-void fetch_ipc(const Stub& s, int sw, void* buf, i64 elems, MPI_Datatype type, bool buf_on_device) {
-  const World& w = world();
-  void* mapped = handles().open(s);
-  int ack = mapped ? kAckDone : kAckNeedData;
-  auto t = ferry_type(type);
-  if (mapped) {
-    deliver(static_cast<const char*>(mapped) + s.offset, false, buf, elems, type, buf_on_device, t);
-    PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+// `take` bytes of the packed stream at `src`, in GPU memory (mapped from the sender), into the
+// target: dense types one copy, others unpacked by the GPU engine straight from the sender's
+// memory (device targets) or brought over first (host targets); a partial last element last.
+void deliver_from_gpu(const char* src, i64 take, const Target& to) {
+  const ferry::Type& t = *to.type;
+  const i64 size = t.size();
+  if (take <= 0 || size <= 0) return;
+  if (t.dense()) {
+    char* dst = to.element(0) + t.true_lb();
+    cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault, copy_stream()),
+               "IPC copy");
+    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
     return;
   }
+  if (!to.device) {
+    Staged host(take);
+    ferry::gpu::copy(host.p, src, take);
+    unpack_into(host.p, take, to);
+    return;
+  }
+  const i64 full = take / size, rem = take % size;
+  if (full > 0) ferry::gpu::unpack_async(src, to.buf, full, t, copy_stream());
+  cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
+  if (rem > 0) {
+    std::vector<char> tail(static_cast<std::size_t>(rem));
+    ferry::gpu::copy(tail.data(), src + full * size, rem);
+    unpack_into(tail.data(), rem, to, full);
+  }
+}
+
+// Answers an IPC sender however the fetch ends, so it never waits for ever.
+struct Answer {
+  int peer, tag, word;
+  bool sent = false;
+  void send() {
+    if (!sent) PMPI_Send(&word, 1, MPI_INT, peer, tag, world().ctl);
+    sent = true;
+  }
+  ~Answer() { send(); }
+};
+
+// IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.
+void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
+  void* mapped = handles().open(s);
+  Answer ack{sw, ack_tag(s.seq), mapped ? kAckDone : kAckNeedData};
+  if (mapped) {
+    deliver_from_gpu(static_cast<const char*>(mapped) + s.offset, take, to);
+    return;  // ~Answer acknowledges
+  }
   // The handle did not open here: the data comes staged on the private communicator.
-  PMPI_Send(&ack, 1, MPI_INT, sw, ack_tag(s.seq), w.ctl);
+  ack.send();
   Staged host(s.bytes);
-  PMPI_Recv(host.p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), w.ctl,
+  PMPI_Recv(host.p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), world().ctl,
             MPI_STATUS_IGNORE);
-  deliver(static_cast<const char*>(host.p), true, buf, elems, type, buf_on_device, t);
+  unpack_into(host.p, take, to);
 }
 
 // Pipelined: every chunk's receive is posted at once into one pinned buffer; as each arrives, the
 // whole receive elements it completes are unpacked while the next chunks come in.
-void receive_pipelined(const Stub& s, int sw, void* buf, i64 elems, MPI_Datatype type,
-                       bool buf_on_device) {
+void receive_pipelined(const Stub& s, int sw, i64 take, const Target& to) {
   const World& w = world();
   const i64 chunk = s.offset;
   const i64 nchunks = (s.bytes + chunk - 1) / chunk;
@@ -539,48 +565,50 @@ void receive_pipelined(const Stub& s, int sw, void* buf, i64 elems, MPI_Datatype
   for (i64 c = 0; c < nchunks; ++c)
     PMPI_Irecv(base + c * chunk, static_cast<int>(std::min(chunk, s.bytes - c * chunk)), MPI_BYTE,
                sw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
-  auto t = ferry_type(type);
-  const i64 size = type_size(type);
-  MPI_Aint lb = 0, extent = 0;
-  PMPI_Type_get_extent(type, &lb, &extent);
-  i64 done = 0;
-  for (i64 c = 0; c < nchunks; ++c) {
-    PMPI_Wait(&r[static_cast<std::size_t>(c)], MPI_STATUS_IGNORE);
-    const i64 covered = size ? std::min(elems, std::min(s.bytes, (c + 1) * chunk) / size) : 0;
-    if (covered <= done) continue;
-    char* origin = static_cast<char*>(buf) + done * extent;
-    if (buf_on_device && t) {  // asynchronous: overlaps the next chunks' arrival
-      ferry::gpu::unpack_async(base + done * size, origin, covered - done, *t, copy_stream());
-    } else {
-      int pos = 0;
-      PMPI_Unpack(base + done * size, static_cast<int>((covered - done) * size), &pos, origin,
-                  static_cast<int>(covered - done), type, MPI_COMM_SELF);
+  const ferry::Type& t = *to.type;
+  const i64 size = t.size();
+  const bool gpu = to.device && ferry::gpu::available();
+  i64 done = 0;  // elements unpacked
+  try {
+    for (i64 c = 0; c < nchunks; ++c) {
+      PMPI_Wait(&r[static_cast<std::size_t>(c)], MPI_STATUS_IGNORE);
+      const i64 covered = size ? std::min(take, (c + 1) * chunk) / size : 0;
+      if (covered <= done || t.dense()) continue;
+      if (gpu) {  // asynchronous: overlaps the next chunks' arrival
+        ferry::gpu::unpack_async(base + done * size, to.element(done), covered - done, t, copy_stream());
+      } else {
+        unpack_into(base + done * size, (covered - done) * size, to, done);
+      }
+      done = covered;
     }
-    done = covered;
+  } catch (...) {
+    for (auto& q : r) PMPI_Wait(&q, MPI_STATUS_IGNORE);  // the sender's chunks must all arrive
+    throw;
   }
-  cuda_check(cudaStreamSynchronize(copy_stream()), "pipelined unpack");
+  if (gpu) cuda_check(cudaStreamSynchronize(copy_stream()), "pipelined unpack");
+  unpack_into(base + done * size, take - done * size, to, done);  // dense data, or the partial tail
 }
 
 }  // namespace
 
-bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
-                 MPI_Comm comm, MPI_Status* st, int* rc) {
+bool finish_recv(const Target& to, const void* staging, const Ranks& ranks, MPI_Status* st, int* rc) {
   const World& w = world();
-  if (!w.on || st->MPI_SOURCE < 0) return false;
+  if (!w.on || st->MPI_SOURCE < 0 || !to.type) return false;
   int got = 0;
   PMPI_Get_count(st, MPI_BYTE, &got);
   if (got != kStubBytes) return false;
-  const int sw = world_rank(comm, st->MPI_SOURCE);
+  const int sw = ranks.to_world(st->MPI_SOURCE);
   if (sw < 0 || sw == w.rank) return false;
+  const ferry::Type& t = *to.type;
   Stub s;
   if (staging) {
     std::memcpy(&s, staging, sizeof s);
   } else {  // the bytes went into the user's host buffer, laid out by its type
-    const int size = type_size(type);
-    const int elems = std::min(count, (kStubBytes + size - 1) / size);
-    std::vector<char> packed(static_cast<std::size_t>(elems) * static_cast<std::size_t>(size) + 64);
-    int pos = 0;
-    PMPI_Pack(buf, elems, type, packed.data(), static_cast<int>(packed.size()), &pos, MPI_COMM_SELF);
+    if (t.size() <= 0) return false;
+    const i64 elems = std::min(to.count, (kStubBytes + t.size() - 1) / t.size());
+    std::vector<char> packed(static_cast<std::size_t>(elems * t.size()));
+    i64 pos = 0;
+    ferry::pack(to.buf, elems, t, packed.data(), static_cast<i64>(packed.size()), &pos);
     if (pos < kStubBytes) return false;
     std::memcpy(&s, packed.data(), sizeof s);
   }
@@ -588,16 +616,15 @@ bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, co
       s.sender != sw || (s.kind != kIpc && s.kind != kPipelined))
     return false;
 
-  const i64 size = type_size(type);
-  const i64 capacity = static_cast<i64>(count) * size;
-  const i64 elems = size ? std::min(s.bytes, capacity) / size : 0;
+  const i64 capacity = to.count * t.size();
+  const i64 take = std::min(s.bytes, capacity);
   if (s.kind == kIpc) {
-    fetch_ipc(s, sw, buf, elems, type, buf_on_device);
+    fetch_ipc(s, sw, take, to);
   } else {
-    receive_pipelined(s, sw, buf, elems, type, buf_on_device);
+    receive_pipelined(s, sw, take, to);
   }
   received_count.fetch_add(1);
-  PMPI_Status_set_elements_x(st, MPI_BYTE, elems * size);
+  PMPI_Status_set_elements_x(st, MPI_BYTE, take);
   *rc = s.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
   if (*rc != MPI_SUCCESS) st->MPI_ERROR = *rc;
   return true;
@@ -644,19 +671,25 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   // soon as its event fires, while the GPU packs the next ones.
   Staged host(bytes);
   char* base = static_cast<char*>(host.p);
-  std::vector<cudaEvent_t> ev(static_cast<std::size_t>(nchunks));
+  const bool on_gpu = ferry::gpu::memory_of(static_cast<const char*>(buf) + t->data_lb(count)) !=
+                      ferry::gpu::Memory::host;  // host memory only in the host protocol test
+  std::vector<cudaEvent_t> ev(on_gpu ? static_cast<std::size_t>(nchunks) : 0);
   for (auto& e : ev) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   const i64 extent = t->extent();
-  for (i64 c = 0; c < nchunks; ++c) {
-    const i64 first = c * chunk_elems;
-    const i64 n = std::min(chunk_elems, static_cast<i64>(count) - first);
-    ferry::gpu::pack_async(static_cast<const char*>(buf) + first * extent, n, *t, base + c * chunk,
-                           copy_stream(), ev[static_cast<std::size_t>(c)]);
-  }
+  auto chunk_origin = [&](i64 c) { return static_cast<const char*>(buf) + c * chunk_elems * extent; };
+  auto chunk_count = [&](i64 c) { return std::min(chunk_elems, static_cast<i64>(count) - c * chunk_elems); };
+  for (i64 c = 0; c < nchunks && on_gpu; ++c)
+    ferry::gpu::pack_async(chunk_origin(c), chunk_count(c), *t, base + c * chunk, copy_stream(),
+                           ev[static_cast<std::size_t>(c)]);
   std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks) + 1, MPI_REQUEST_NULL);
   r.back() = stub;
   for (i64 c = 0; c < nchunks && *rc == MPI_SUCCESS; ++c) {
-    cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
+    if (on_gpu) {
+      cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
+    } else {
+      i64 pos = 0;
+      ferry::pack(chunk_origin(c), chunk_count(c), *t, base + c * chunk, chunk, &pos);
+    }
     *rc = PMPI_Isend(base + c * chunk, static_cast<int>(std::min(chunk, bytes - c * chunk)), MPI_BYTE,
                      dw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
     int flag = 0;
@@ -677,13 +710,13 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   return true;
 }
 
-bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* bytes) {
+bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes) {
   const World& w = world();
   if (!w.on) return false;
   Stub s;
   std::memcpy(&s, received, sizeof s);
   if (s.magic[0] != w.magic[0] || s.magic[1] != w.magic[1] || s.version != kVersion ||
-      s.sender != world_rank(comm, st.MPI_SOURCE) || (s.kind != kIpc && s.kind != kPipelined))
+      s.sender != ranks.to_world(st.MPI_SOURCE) || (s.kind != kIpc && s.kind != kPipelined))
     return false;
   *bytes = s.bytes;
   return true;
@@ -744,7 +777,7 @@ void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) 
   ferry::gpu::unpack(host, buf, count, t);
 }
 
-bool stub_size(const void*, MPI_Comm, const MPI_Status&, i64*) { return false; }
+bool stub_size(const void*, const Ranks&, const MPI_Status&, i64*) { return false; }
 
 void init() {}
 void finalize() {}
@@ -752,9 +785,7 @@ bool try_send(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Requ
   return false;
 }
 bool try_pipelined(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, int*) { return false; }
-bool finish_recv(void*, int, MPI_Datatype, bool, const void*, MPI_Comm, MPI_Status*, int*) {
-  return false;
-}
+bool finish_recv(const Target&, const void*, const Ranks&, MPI_Status*, int*) { return false; }
 
 #endif
 

@@ -40,7 +40,13 @@ constexpr i64 kPipelineMinBytes = i64{1} << 20;
 void init();
 void finalize();
 bool enabled();
+// FERRY_PROTOCOL_TEST=1 (tests only): the stub protocol runs without a GPU, host buffers of large
+// blocking sends taking the pipelined method, so CI exercises matching, probes, truncation and
+// progress of stub messages on machines without a GPU.
+bool host_protocol_test();
 
+// The world ranks of a communicator's ranks (cached per communicator until MPI_Comm_free).
+Ranks ranks_of(MPI_Comm comm);
 // The world rank of `rank` in `comm`, or -1 (intercommunicator, MPI_PROC_NULL, not a rank).
 int world_rank(MPI_Comm comm, int rank);
 // `rank` of `comm` is another process on this node.
@@ -63,16 +69,16 @@ bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest
 bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                    MPI_Comm comm, int* rc);
 
-// A receive of `count` `type` into `buf` completed with `st`. When the message is a stub, the data
-// is fetched into `buf` now (staging: where the bytes arrived for a staged device receive, or
-// null when they arrived in `buf` itself) and the status fixed; returns true and sets *rc
-// (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit).
-bool finish_recv(void* buf, int count, MPI_Datatype type, bool buf_on_device, const void* staging,
-                 MPI_Comm comm, MPI_Status* st, int* rc);
+// A receive into `to` completed with `st` (from a communicator with `ranks`). When the message is
+// a stub, the data is fetched into the target now (staging: where the bytes arrived for a staged
+// device receive, or null when they arrived in the target itself) and the status fixed; returns
+// true and sets *rc (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit). The
+// sender is answered whatever happens here.
+bool finish_recv(const Target& to, const void* staging, const Ranks& ranks, MPI_Status* st, int* rc);
 
 // The bytes of a stub-sized message `received` from `st`'s source: true if it is a stub, with the
 // size of the message it stands for.
-bool stub_size(const void* received, MPI_Comm comm, const MPI_Status& st, i64* bytes);
+bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes);
 
 // Staging of GPU data in pinned host memory, packed the way the model picks for its size and
 // block size: one-shot (the kernel writes host memory over the bus) or into device memory and
