@@ -255,4 +255,37 @@ TEST_F(Protocol, ExchangesAndOrder) {
   MPI_Barrier(pair_comm());
 }
 
+// MPI_Sendrecv_replace both ways at once with pipelined messages (it must not wait inside MPI for
+// its own stub), and a receive freed with MPI_Request_free while active: Ferry still delivers it.
+TEST_F(Protocol, SendrecvReplaceAndFreedRequests) {
+  const int other = 1 - me();
+  auto buf = pattern(me(), 8);
+  MPI_Status st;
+  ASSERT_EQ(MPI_Sendrecv_replace(buf.data(), kN, MPI_DOUBLE, other, 80, other, 80, pair_comm(), &st),
+            MPI_SUCCESS);
+  int count = 0;
+  MPI_Get_count(&st, MPI_DOUBLE, &count);
+  EXPECT_EQ(count, kN);
+  EXPECT_EQ(buf, pattern(other, 8));
+
+  double token = 0;
+  if (me() == 0) {
+    auto v = pattern(0, 9);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 90, pair_comm()), MPI_SUCCESS);
+    token = 1;
+    ASSERT_EQ(MPI_Send(&token, 1, MPI_DOUBLE, other, 91, pair_comm()), MPI_SUCCESS);
+  } else {
+    std::vector<double> got(kN, -1.0);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 90, pair_comm(), &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
+    EXPECT_EQ(r, MPI_REQUEST_NULL);
+    // The sender finishes its message before it sends the token, so once the token is here the
+    // freed receive has its data.
+    ASSERT_EQ(MPI_Recv(&token, 1, MPI_DOUBLE, other, 91, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(got, pattern(0, 9));
+  }
+  MPI_Barrier(pair_comm());
+}
+
 }  // namespace

@@ -310,14 +310,64 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   return rc;
 }
 
+bool Requests::detach(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  auto it = table_.lower_bound(r);
+  if (it == table_.end() || it->first != r || it->second.detached) return false;
+  if (it->second.persistent && !it->second.active) return false;  // inactive: freed at once
+  it->second.detached = true;
+  detached_.fetch_add(1);
+  return true;
+}
+
+void Requests::drain() {
+  while (detached_.load() > 0) progress();
+}
+
 void Requests::progress() {
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
-  std::vector<MPI_Request> candidates;
+  std::vector<MPI_Request> candidates, detached;
   {
     std::lock_guard lock(mutex_);
-    for (auto& [r, p] : table_)
-      if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) candidates.push_back(r);
+    for (auto& [r, p] : table_) {
+      if (p.detached) {
+        detached.push_back(r);
+      } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
+        candidates.push_back(r);
+      }
+    }
+  }
+  for (MPI_Request r : detached) {  // the application gave these up: Ferry completes and frees them
+    MPI_Request h = r;
+    int flag = 0;
+    MPI_Status st;
+    if (PMPI_Test(&h, &flag, &st) != MPI_SUCCESS) {  // it ended in an error nobody can be told
+      drop(r);
+      detached_.fetch_sub(1);
+      continue;
+    }
+    if (!flag) continue;
+    bool persistent = false;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = table_.lower_bound(r);
+      if (it != table_.end() && it->first == r) persistent = it->second.persistent;
+    }
+    try {
+      complete(r, &st);
+    } catch (...) {  // nobody is left to tell
+    }
+    if (persistent) {
+      {
+        std::lock_guard lock(mutex_);
+        auto it = table_.lower_bound(r);
+        if (it != table_.end() && it->first == r) it->second.detached = false;
+      }
+      forget_persistent(r);
+      PMPI_Request_free(&h);
+    }
+    detached_.fetch_sub(1);
   }
   for (MPI_Request r : candidates) {
     int flag = 0;
@@ -333,8 +383,16 @@ void Requests::progress() {
     int cancelled = 0;
     PMPI_Test_cancelled(&st, &cancelled);
     int rc = MPI_SUCCESS;
-    const bool stub =
-        !cancelled && ipc::finish_recv(target_of(p), p.staging, p.ranks, &st, &rc);
+    bool stub = false;
+    try {  // progress runs inside any MPI call: an error is kept for the request's completion
+      stub = !cancelled && ipc::finish_recv(target_of(p), p.staging, p.ranks, &st, &rc);
+    } catch (const ferry::Error& e) {
+      stub = true;
+      rc = e.mpi_error_class();
+    } catch (...) {
+      stub = true;
+      rc = MPI_ERR_OTHER;
+    }
     std::lock_guard lock(mutex_);
     auto it = table_.lower_bound(r);
     if (it == table_.end() || it->first != r) continue;
@@ -363,13 +421,37 @@ bool Requests::start(MPI_Request r) {
     std::lock_guard lock(mutex_);
     auto it = table_.lower_bound(r);
     if (it == table_.end() || it->first != r || !it->second.persistent) return false;
-    it->second.active = true;
-    it->second.stub_state = 0;
-    count_stub(it->second, 1);
     p = it->second;
   }
   if (!p.recv && p.buf) ipc::stage_pack(p.buf, p.count, *p.type, p.staging);
   return true;
+}
+
+void Requests::activate(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  auto it = table_.lower_bound(r);
+  if (it == table_.end() || it->first != r || !it->second.persistent || it->second.active) return;
+  it->second.active = true;
+  it->second.stub_state = 0;
+  count_stub(it->second, 1);
+}
+
+void Requests::drop(MPI_Request r) {
+  void* staging = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r) return;
+    count_stub(it->second, -1);
+    if (it->second.persistent) {  // stays for MPI_Request_free; no longer active
+      it->second.active = false;
+      return;
+    }
+    staging = it->second.staging;
+    table_.erase(it);
+    size_.store(table_.size(), std::memory_order_release);
+  }
+  pool().put(staging);
 }
 
 int Requests::forget_persistent(MPI_Request r) {

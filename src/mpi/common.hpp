@@ -138,6 +138,7 @@ struct Pending {
   bool active = false;      // a persistent request between MPI_Start and its completion
   // Run once the request completed successfully (and was not cancelled), after any unpack.
   std::function<void(const MPI_Status*)> finish;
+  bool detached = false;       // freed by MPI_Request_free while active: progress completes it
   bool uncancellable = false;  // an IPC send: its stub is out; MPI_Cancel leaves it alone
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
@@ -176,13 +177,23 @@ class Requests {
   int complete(MPI_Request r, MPI_Status* st, bool errors_in_status = false);
   // Receives that may hold an IPC stub and are not finished yet: while there are any, blocking
   // calls poll (progress) instead of blocking inside the MPI.
-  bool polling() const { return stubs_.load(std::memory_order_acquire) > 0; }
+  bool polling() const {
+    return stubs_.load(std::memory_order_acquire) > 0 || detached_.load(std::memory_order_acquire) > 0;
+  }
+  // MPI_Request_free of an active request of ours: MPI must return at once, so Ferry keeps the
+  // handle and completes the request (unpack, acknowledgement) in progress. False if not ours.
+  bool detach(MPI_Request r);
+  // Completes every detached request (MPI_Finalize).
+  void drain();
   // Fetches the data of every such receive whose stub has arrived and acknowledges it, so its
   // sender can go on even though the receiver has not reached MPI_Wait yet (dissertation §5.6).
   void progress();
-  // MPI_Start of one of our persistent requests: a send packs the user's buffer now. False if
-  // the request is not ours.
+  // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
+  // PMPI_Start); activate() marks it started (after). False if the request is not ours.
   bool start(MPI_Request r);
+  void activate(MPI_Request r);
+  // A request that completed with an error: forget it (its staging goes back to the pool).
+  void drop(MPI_Request r);
   // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.
   // Returns 0 if not ours, 1 if freed, 2 if it is active (the caller must complete it first).
   int forget_persistent(MPI_Request r);
@@ -194,6 +205,7 @@ class Requests {
   std::multimap<MPI_Request, Pending> table_;
   std::atomic<std::size_t> size_{0};
   std::atomic<int> stubs_{0};
+  std::atomic<int> detached_{0};
 };
 
 // Blocking forms that serve pending IPC receives while they wait (plain PMPI when none pend).

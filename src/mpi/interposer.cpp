@@ -326,6 +326,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 }
 
 int MPI_Finalize(void) {
+  requests().drain();  // requests the application freed while active
   ipc::finalize();
   pool().release_all();
   return PMPI_Finalize();
@@ -525,24 +526,50 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
                });
 }
 
-// In-place exchange of GPU data: pack to staging, exchange there, unpack what arrived.
+// In-place exchange: the outgoing data is copied out first (packed into staging for GPU data,
+// MPI_Pack for host data), then it is a receive into the buffer and a send of the copy, completed
+// together, through the calls above (stubs, probes taken early and progress included).
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                          int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  const bool dev = on_device(buf, count, type);
   const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm, true);
-  MPI_Status local;
-  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
-  serve();
-  if (!on_device(buf, count, type)) {
-    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, st);
-    return may ? host_arrived(rc, buf, count, type, comm, st) : rc;
-  }
+  if (!dev && !may && !requests().polling() && !early::any())
+    return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    Staged host(std::max(bytes, ipc::kStubBytes));
-    ipc::stage_pack(buf, count, *t, host.p);
-    int rc = PMPI_Sendrecv_replace(host.p, bytes, MPI_BYTE, dest, sendtag, source, recvtag, comm, st);
-    return device_arrived(rc, host.p, buf, count, t, may, comm, st);
+    std::unique_ptr<Staged> staged;
+    std::vector<char> packed;
+    const void* sbuf = nullptr;
+    int scount = 0;
+    MPI_Datatype stype = MPI_BYTE;
+    if (dev) {
+      auto t = staged_type(type, count, &scount);
+      staged = std::make_unique<Staged>(scount);
+      ipc::stage_pack(buf, count, *t, staged->p);
+      sbuf = staged->p;
+    } else {
+      int size = 0;
+      int rc = PMPI_Pack_size(count, type, comm, &size);
+      if (rc != MPI_SUCCESS) return rc;
+      packed.resize(static_cast<std::size_t>(std::max(size, 1)));
+      rc = PMPI_Pack(buf, count, type, packed.data(), size, &scount, comm);
+      if (rc != MPI_SUCCESS) return rc;
+      sbuf = packed.data();
+      stype = MPI_PACKED;
+    }
+    MPI_Request r[2];
+    int rc = MPI_Irecv(buf, count, type, source, recvtag, comm, &r[0]);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Isend(sbuf, scount, stype, dest, sendtag, comm, &r[1]);
+    if (rc != MPI_SUCCESS) {
+      MPI_Cancel(&r[0]);
+      MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+      return rc;
+    }
+    MPI_Status st[2];
+    rc = MPI_Waitall(2, r, st);
+    if (status != MPI_STATUS_IGNORE) *status = st[0];
+    if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
+    return rc;
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -619,26 +646,33 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, 
                });
 }
 
+// A persistent send packs before MPI starts it; a request becomes active in Ferry's table only
+// once MPI has started it (so progress never asks MPI about a request that is not started).
 int MPI_Start(MPI_Request* request) {
-  if (!requests().empty() && request) {
-    try {
-      requests().start(*request);
-    } catch (const ferry::Error& e) {
-      return report(MPI_COMM_WORLD, e);
-    }
+  if (requests().empty() || !request) return PMPI_Start(request);
+  const MPI_Request r = *request;
+  try {
+    requests().start(r);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
   }
-  return PMPI_Start(request);
+  int rc = PMPI_Start(request);
+  if (rc == MPI_SUCCESS) requests().activate(r);
+  return rc;
 }
 
 int MPI_Startall(int count, MPI_Request requests_[]) {
-  if (!requests().empty()) {
-    try {
-      for (int i = 0; i < count; ++i) requests().start(requests_[i]);
-    } catch (const ferry::Error& e) {
-      return report(MPI_COMM_WORLD, e);
-    }
+  if (requests().empty()) return PMPI_Startall(count, requests_);
+  std::vector<MPI_Request> orig(requests_, requests_ + (count > 0 ? count : 0));
+  try {
+    for (MPI_Request r : orig) requests().start(r);
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
   }
-  return PMPI_Startall(count, requests_);
+  int rc = PMPI_Startall(count, requests_);
+  if (rc == MPI_SUCCESS)
+    for (MPI_Request r : orig) requests().activate(r);
+  return rc;
 }
 
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
@@ -647,6 +681,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = wait_serving(request, st);
+  if (rc != MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().drop(orig);
   if (rc == MPI_SUCCESS && orig != MPI_REQUEST_NULL) {
     try {
       const int e = requests().complete(orig, st);
@@ -665,6 +700,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   int rc = PMPI_Test(request, flag, st);
+  if (rc != MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().drop(orig);
   if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) {
     try {
       const int e = requests().complete(orig, st);
@@ -810,28 +846,16 @@ int MPI_Cancel(MPI_Request* request) {
   return PMPI_Cancel(request);
 }
 
-// Ferry cannot finish a request it no longer sees: freeing an active one of ours waits for it.
+// MPI_Request_free returns at once: an active request of ours stays with Ferry, which completes
+// it (unpacks a receive, finishes an IPC send) in progress; an inactive persistent one is forgotten.
 int MPI_Request_free(MPI_Request* request) {
   if (request && *request != MPI_REQUEST_NULL && !requests().empty()) {
     const MPI_Request r = *request;
-    int state = requests().forget_persistent(r);
-    if (state == 2) {  // active: finish it, then forget it
-      MPI_Status st;
-      MPI_Request copy = r;
-      int rc = wait_serving(&copy, &st);
-      if (rc != MPI_SUCCESS) return rc;
-      requests().complete(r, &st);
-      state = requests().forget_persistent(r);
+    if (requests().forget_persistent(r) == 1) return PMPI_Request_free(request);
+    if (requests().detach(r)) {
+      *request = MPI_REQUEST_NULL;
+      return MPI_SUCCESS;
     }
-    if (state == 1) return PMPI_Request_free(request);
-  }
-  if (request && *request != MPI_REQUEST_NULL && !requests().empty() &&
-      requests().contains(*request)) {
-    const MPI_Request orig = *request;
-    MPI_Status st;
-    int rc = wait_serving(request, &st);
-    if (rc == MPI_SUCCESS) requests().complete(orig, &st);
-    return rc;
   }
   return PMPI_Request_free(request);
 }

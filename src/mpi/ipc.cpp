@@ -242,26 +242,39 @@ class Handles {
     own_[a.base] = {a.id, *h};
     return true;
   }
+  // Mappings are kept for reuse (opening costs far more than a message), at most kMaxMapped: the
+  // least recently used one is closed first, so allocations a sender freed do not stay mapped
+  // (and their memory held) for ever.
+  static constexpr std::size_t kMaxMapped = 128;
   void* open(const Stub& s) {
     std::lock_guard lock(mutex_);
     auto key = std::make_pair(s.sender, s.base);
     auto it = mapped_.find(key);
     if (it != mapped_.end()) {
-      if (it->second.first == s.alloc_id) return it->second.second;
-      cudaIpcCloseMemHandle(it->second.second);  // the sender freed that allocation
+      if (it->second.id == s.alloc_id) {
+        it->second.used = ++clock_;
+        return it->second.ptr;
+      }
+      cudaIpcCloseMemHandle(it->second.ptr);  // the sender freed that allocation
       mapped_.erase(it);
+    }
+    if (mapped_.size() >= kMaxMapped) {
+      auto lru = std::min_element(mapped_.begin(), mapped_.end(),
+                                  [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      cudaIpcCloseMemHandle(lru->second.ptr);
+      mapped_.erase(lru);
     }
     void* p = nullptr;
     if (cudaIpcOpenMemHandle(&p, s.handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
       cudaGetLastError();
       return nullptr;
     }
-    mapped_[key] = {s.alloc_id, p};
+    mapped_[key] = Mapping{s.alloc_id, p, ++clock_};
     return p;
   }
   void close_all() {
     std::lock_guard lock(mutex_);
-    for (auto& [key, m] : mapped_) cudaIpcCloseMemHandle(m.second);
+    for (auto& [key, m] : mapped_) cudaIpcCloseMemHandle(m.ptr);
     mapped_.clear();
     own_.clear();
   }
@@ -269,20 +282,30 @@ class Handles {
  private:
   std::mutex mutex_;
   std::map<void*, std::pair<unsigned long long, cudaIpcMemHandle_t>> own_;
-  std::map<std::pair<int, std::uint64_t>, std::pair<unsigned long long, void*>> mapped_;
+  struct Mapping {
+    unsigned long long id;
+    void* ptr;
+    std::uint64_t used;
+  };
+  std::map<std::pair<int, std::uint64_t>, Mapping> mapped_;
+  std::uint64_t clock_ = 0;
 };
 Handles& handles() {
   static auto* h = new Handles();
   return *h;
 }
 
+// One stream per device for the copies and unpacks Ferry makes on its own (a rank may switch
+// devices between messages).
 cudaStream_t copy_stream() {
-  static cudaStream_t s = [] {
-    cudaStream_t st = nullptr;
-    cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
-    return st;
-  }();
-  return s;
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t> streams;
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard lock(mutex);
+  cudaStream_t& st = streams[device];
+  if (!st) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+  return st;
 }
 
 // Per destination: the next sequence number.
