@@ -288,4 +288,29 @@ TEST_F(Protocol, SendrecvReplaceAndFreedRequests) {
   MPI_Barrier(pair_comm());
 }
 
+// MPI_Request_get_status: once it says complete, the data is in the buffer (before any wait), and
+// the status has the real size; the wait that follows agrees.
+TEST_F(Protocol, RequestGetStatusDeliversFirst) {
+  const int other = 1 - me();
+  if (me() == 0) {
+    auto v = pattern(0, 11);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 95, pair_comm()), MPI_SUCCESS);
+  } else {
+    std::vector<double> got(kN, -1.0);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 95, pair_comm(), &r), MPI_SUCCESS);
+    int flag = 0;
+    MPI_Status st;
+    while (!flag) ASSERT_EQ(MPI_Request_get_status(r, &flag, &st), MPI_SUCCESS);
+    int count = 0;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, kN);
+    EXPECT_EQ(got, pattern(0, 11));
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    EXPECT_EQ(count, kN);
+  }
+  MPI_Barrier(pair_comm());
+}
+
 }  // namespace

@@ -283,6 +283,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
       if (!it->second.active) return MPI_SUCCESS;
       p = it->second;
       it->second.active = false;
+      it->second.delivered = false;
     } else {
       p = std::move(it->second);
       table_.erase(it);
@@ -292,7 +293,13 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   int rc = MPI_SUCCESS;
   int cancelled = 0;
   if (ok) PMPI_Test_cancelled(st, &cancelled);
-  if (p.recv && !cancelled && ok) {
+  if (p.recv && !cancelled && ok && p.delivered) {
+    if (p.stub_state == 1) {
+      PMPI_Status_set_elements_x(st, MPI_BYTE, p.stub_bytes);
+      rc = p.stub_rc;
+      if (rc != MPI_SUCCESS) st->MPI_ERROR = rc;
+    }
+  } else if (p.recv && !cancelled && ok) {
     bool stub = false;
     if (p.may_be_stub && p.stub_state == 1) {
       stub = true;
@@ -308,6 +315,44 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   if (p.finish && !cancelled && ok) p.finish(st);
   if (!p.persistent) pool().put(p.staging);
   return rc;
+}
+
+void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
+  std::unique_lock stub_lock(stub_mutex_);
+  Pending p;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = table_.lower_bound(r);
+    if (it == table_.end() || it->first != r || !it->second.recv || it->second.delivered) return;
+    if (it->second.persistent && !it->second.active) return;
+    p = it->second;
+  }
+  int cancelled = 0;
+  PMPI_Test_cancelled(st, &cancelled);
+  if (cancelled) return;
+  int rc = MPI_SUCCESS;
+  bool stub = p.may_be_stub && p.stub_state == 1;
+  if (p.may_be_stub && p.stub_state == 0)
+    stub = ipc::finish_recv(target_of(p), p.staging, p.ranks, st, &rc);
+  if (stub && p.stub_state == 1) {
+    rc = p.stub_rc;
+    PMPI_Status_set_elements_x(st, MPI_BYTE, p.stub_bytes);
+  }
+  if (!stub && p.device) unpack_arrived(p.staging, st, p.buf, *p.type);
+  std::lock_guard lock(mutex_);
+  auto it = table_.lower_bound(r);
+  if (it == table_.end() || it->first != r) return;
+  count_stub(it->second, -1);
+  it->second.delivered = true;
+  if (stub) {
+    it->second.stub_state = 1;
+    it->second.stub_rc = rc;
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(st, MPI_BYTE, &n);
+    it->second.stub_bytes = n;
+  } else if (it->second.may_be_stub) {
+    it->second.stub_state = 2;
+  }
 }
 
 bool Requests::detach(MPI_Request r) {
@@ -433,6 +478,7 @@ void Requests::activate(MPI_Request r) {
   if (it == table_.end() || it->first != r || !it->second.persistent || it->second.active) return;
   it->second.active = true;
   it->second.stub_state = 0;
+  it->second.delivered = false;
   count_stub(it->second, 1);
 }
 

@@ -139,6 +139,7 @@ struct Pending {
   // Run once the request completed successfully (and was not cancelled), after any unpack.
   std::function<void(const MPI_Status*)> finish;
   bool detached = false;       // freed by MPI_Request_free while active: progress completes it
+  bool delivered = false;      // MPI_Request_get_status saw it complete and the data is in place
   bool uncancellable = false;  // an IPC send: its stub is out; MPI_Cancel leaves it alone
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
@@ -185,6 +186,9 @@ class Requests {
   bool detach(MPI_Request r);
   // Completes every detached request (MPI_Finalize).
   void drain();
+  // MPI_Request_get_status found one of ours complete: put the data in place now (the buffer is
+  // the application's to read) and fix the status; the later wait or test then only frees it.
+  void deliver_early(MPI_Request r, MPI_Status* st);
   // Fetches the data of every such receive whose stub has arrived and acknowledges it, so its
   // sender can go on even though the receiver has not reached MPI_Wait yet (dissertation §5.6).
   void progress();

@@ -846,6 +846,25 @@ int MPI_Cancel(MPI_Request* request) {
   return PMPI_Cancel(request);
 }
 
+// A completed receive's buffer is the application's once MPI says so here too: Ferry puts staged
+// or IPC data in place before reporting completion.
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  if (requests().empty() || request == MPI_REQUEST_NULL)
+    return PMPI_Request_get_status(request, flag, status);
+  serve();
+  MPI_Status local;
+  MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+  int rc = PMPI_Request_get_status(request, flag, st);
+  if (rc == MPI_SUCCESS && *flag) {
+    try {
+      requests().deliver_early(request, st);
+    } catch (const ferry::Error& e) {
+      return report(MPI_COMM_WORLD, e);
+    }
+  }
+  return rc;
+}
+
 // MPI_Request_free returns at once: an active request of ours stays with Ferry, which completes
 // it (unpacks a receive, finishes an IPC send) in progress; an inactive persistent one is forgotten.
 int MPI_Request_free(MPI_Request* request) {
