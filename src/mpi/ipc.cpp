@@ -147,7 +147,39 @@ bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool 
   return !inter;
 }
 
-#if FERRY_HAVE_CUDA
+#if !FERRY_HAVE_CUDA
+namespace {
+// Built without CUDA the protocol still runs (host buffers under FERRY_PROTOCOL_TEST, so the CPU
+// and sanitizer builds test it); these stand in for the CUDA runtime calls of the IPC and GPU
+// paths, which such a build never reaches (they fail if it does).
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+struct cudaIpcMemHandle_t {
+  char reserved[64];
+};
+using cudaStream_t = ferry::gpu::Stream;
+using cudaEvent_t = ferry::gpu::Event;
+enum : unsigned {
+  cudaMemcpyDefault, cudaMemcpyDeviceToHost, cudaMemcpyHostToDevice,
+  cudaIpcMemLazyEnablePeerAccess, cudaStreamNonBlocking, cudaEventDisableTiming
+};
+constexpr cudaError_t kNoCuda = 1;
+const char* cudaGetErrorString(cudaError_t) { return "built without CUDA"; }
+cudaError_t cudaGetLastError() { return cudaSuccess; }
+cudaError_t cudaMalloc(void**, std::size_t) { return kNoCuda; }
+cudaError_t cudaFree(void*) { return kNoCuda; }
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) { return kNoCuda; }
+cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned) { return kNoCuda; }
+cudaError_t cudaIpcCloseMemHandle(void*) { return kNoCuda; }
+cudaError_t cudaGetDevice(int*) { return kNoCuda; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t*, unsigned) { return kNoCuda; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return kNoCuda; }
+cudaError_t cudaMemcpyAsync(void*, const void*, std::size_t, unsigned, cudaStream_t) { return kNoCuda; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t*, unsigned) { return kNoCuda; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return kNoCuda; }
+cudaError_t cudaEventDestroy(cudaEvent_t) { return kNoCuda; }
+}  // namespace
+#endif
 
 namespace {
 
@@ -791,25 +823,6 @@ void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) 
   device_pool().put(dev);
 }
 
-#else  // built without CUDA: no IPC
 
-void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
-  ferry::gpu::pack(buf, count, t, host);
-}
-void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) {
-  ferry::gpu::unpack(host, buf, count, t);
-}
-
-bool stub_size(const void*, const Ranks&, const MPI_Status&, i64*) { return false; }
-
-void init() {}
-void finalize() {}
-bool try_send(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*, int*) {
-  return false;
-}
-bool try_pipelined(Mode, const void*, int, MPI_Datatype, int, int, MPI_Comm, int*) { return false; }
-bool finish_recv(const Target&, const void*, const Ranks&, MPI_Status*, int*) { return false; }
-
-#endif
 
 }  // namespace ferry::mpi_detail::ipc
