@@ -361,21 +361,24 @@ bool Requests::detach(MPI_Request r) {
   if (it == table_.end() || it->first != r || it->second.detached) return false;
   if (it->second.persistent && !it->second.active) return false;  // inactive: freed at once
   it->second.detached = true;
+  it->second.owner = std::this_thread::get_id();  // the handle is now only Ferry's, in this thread
   detached_.fetch_add(1);
   return true;
 }
 
 void Requests::drain() {
-  while (detached_.load() > 0) progress();
+  while (detached_.load() > 0) progress(true);
 }
 
-void Requests::progress() {
+void Requests::progress(bool all_threads) {
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
   std::vector<MPI_Request> candidates, detached;
   {
     std::lock_guard lock(mutex_);
+    const auto me = std::this_thread::get_id();
     for (auto& [r, p] : table_) {
+      if (!all_threads && p.owner != me) continue;
       if (p.detached) {
         detached.push_back(r);
       } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
@@ -479,6 +482,7 @@ void Requests::activate(MPI_Request r) {
   it->second.active = true;
   it->second.stub_state = 0;
   it->second.delivered = false;
+  it->second.owner = std::this_thread::get_id();
   count_stub(it->second, 1);
 }
 

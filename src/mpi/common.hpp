@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -140,6 +141,7 @@ struct Pending {
   std::function<void(const MPI_Status*)> finish;
   bool detached = false;       // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;      // MPI_Request_get_status saw it complete and the data is in place
+  std::thread::id owner = std::this_thread::get_id();  // the thread that posted it
   bool uncancellable = false;  // an IPC send: its stub is out; MPI_Cancel leaves it alone
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
@@ -191,7 +193,10 @@ class Requests {
   void deliver_early(MPI_Request r, MPI_Status* st);
   // Fetches the data of every such receive whose stub has arrived and acknowledges it, so its
   // sender can go on even though the receiver has not reached MPI_Wait yet (dissertation §5.6).
-  void progress();
+  // Only the requests the calling thread posted (or freed): under MPI_THREAD_MULTIPLE another
+  // thread may be completing, and MPI freeing, its own requests at the same moment.
+  // `all_threads`: every request (MPI_Finalize, when one thread is left).
+  void progress(bool all_threads = false);
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.
   bool start(MPI_Request r);
