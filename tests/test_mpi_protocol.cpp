@@ -313,4 +313,52 @@ TEST_F(Protocol, RequestGetStatusDeliversFirst) {
   MPI_Barrier(pair_comm());
 }
 
+// The receiver posts Irecv and enters MPI_Barrier before waiting, the sender sends (blocking) and
+// then enters the barrier: the barrier must serve the pending receive, or both wait for ever.
+// Then barriers of every rank of the world and of a split communicator still synchronize.
+TEST_F(Protocol, BarrierServesPendingReceives) {
+  const int other = 1 - me();
+  if (me() == 0) {
+    auto v = pattern(0, 12);
+    ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 97, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Barrier(pair_comm()), MPI_SUCCESS);
+  } else {
+    std::vector<double> got(kN, -1.0);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 97, pair_comm(), &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Barrier(pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(got, pattern(0, 12));
+  }
+  // A barrier orders: every rank writes its mark before the barrier, reads all after it.
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Win win;
+  int* marks = nullptr;
+  MPI_Win_allocate_shared(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &marks, &win);
+  for (int round = 1; round <= 3; ++round) {
+    MPI_Win_lock_all(0, win);
+    *marks = round;
+    MPI_Win_sync(win);
+    MPI_Win_unlock_all(win);
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+    MPI_Win_lock_all(0, win);
+    for (int p = 0; p < world; ++p) {
+      MPI_Aint size = 0;
+      int disp = 0;
+      int* theirs = nullptr;
+      MPI_Win_shared_query(win, p, &size, &disp, &theirs);
+      EXPECT_GE(*theirs, round) << "rank " << p << " round " << round;
+    }
+    MPI_Win_unlock_all(win);
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  }
+  MPI_Win_free(&win);
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  EXPECT_EQ(MPI_Barrier(half), MPI_SUCCESS);
+  EXPECT_EQ(MPI_Comm_free(&half), MPI_SUCCESS);
+}
+
 }  // namespace

@@ -269,6 +269,52 @@ int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type,
   }
 }
 
+// Barriers where IPC is on: pending IPC receives must be served while a rank waits in a barrier
+// (their senders may be waiting for them before they reach it), and a rank cannot switch alone
+// to MPI_Ibarrier (MPI does not match blocking with non-blocking collectives). So every rank runs
+// Ferry's own barrier, a dissemination barrier of zero-byte messages on a private duplicate of
+// the communicator (made at its first barrier, which all its ranks enter), serving meanwhile.
+class BarrierComms {
+ public:
+  MPI_Comm get(MPI_Comm comm) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = dups_.find(comm);
+      if (it != dups_.end()) return it->second;
+    }
+    MPI_Comm dup = MPI_COMM_NULL;
+    if (PMPI_Comm_dup(comm, &dup) != MPI_SUCCESS) return MPI_COMM_NULL;
+    std::lock_guard lock(mutex_);
+    dups_[comm] = dup;
+    return dup;
+  }
+  void forget(MPI_Comm comm) {
+    MPI_Comm dup = MPI_COMM_NULL;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = dups_.find(comm);
+      if (it == dups_.end()) return;
+      dup = it->second;
+      dups_.erase(it);
+    }
+    PMPI_Comm_free(&dup);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<MPI_Comm, MPI_Comm> dups_;
+};
+BarrierComms& barrier_comms() {
+  static auto* b = new BarrierComms();
+  return *b;
+}
+
+// MPI_Comm_free / MPI_Comm_disconnect: what Ferry keeps per communicator goes with it.
+void forget_comm(MPI_Comm comm) {
+  ipc::forget(comm);
+  barrier_comms().forget(comm);
+}
+
 void say_initialized(const char* how) {
   if (!verbose()) return;
   int rank = 0;
@@ -333,12 +379,12 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Comm_free(MPI_Comm* comm) {
-  if (comm) ipc::forget(*comm);
+  if (comm) forget_comm(*comm);
   return PMPI_Comm_free(comm);
 }
 
 int MPI_Comm_disconnect(MPI_Comm* comm) {
-  if (comm) ipc::forget(*comm);
+  if (comm) forget_comm(*comm);
   return PMPI_Comm_disconnect(comm);
 }
 
@@ -877,6 +923,25 @@ int MPI_Request_free(MPI_Request* request) {
     }
   }
   return PMPI_Request_free(request);
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  int inter = 0;
+  if (!ipc::enabled() || comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+      inter)
+    return PMPI_Barrier(comm);
+  const MPI_Comm dup = barrier_comms().get(comm);
+  if (dup == MPI_COMM_NULL) return PMPI_Barrier(comm);
+  const int n = comm_size(dup), me = comm_rank(dup);
+  for (int k = 1, round = 0; k < n; k *= 2, ++round) {
+    MPI_Request r[2];
+    int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, (me - k + n) % n, round, dup, &r[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Isend(nullptr, 0, MPI_BYTE, (me + k) % n, round, dup, &r[1]);
+    if (rc == MPI_SUCCESS) rc = wait_serving(&r[0], MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) rc = wait_serving(&r[1], MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
 }
 
 // A GPU side, or a receive that may get an IPC stub, makes the exchange a non-blocking pair
