@@ -733,17 +733,31 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   const i64 extent = t->extent();
   auto chunk_origin = [&](i64 c) { return static_cast<const char*>(buf) + c * chunk_elems * extent; };
   auto chunk_count = [&](i64 c) { return std::min(chunk_elems, static_cast<i64>(count) - c * chunk_elems); };
-  for (i64 c = 0; c < nchunks && on_gpu; ++c)
-    ferry::gpu::pack_async(chunk_origin(c), chunk_count(c), *t, base + c * chunk, copy_stream(),
-                           ev[static_cast<std::size_t>(c)]);
+  // If packing fails part-way, the receiver still gets every chunk (it waits for all of them) and
+  // the sender reports the error; nothing is released while the GPU or MPI may still use it.
+  std::unique_ptr<ferry::Error> failed;
+  try {
+    for (i64 c = 0; c < nchunks && on_gpu; ++c)
+      ferry::gpu::pack_async(chunk_origin(c), chunk_count(c), *t, base + c * chunk, copy_stream(),
+                             ev[static_cast<std::size_t>(c)]);
+  } catch (const ferry::Error& e) {
+    failed = std::make_unique<ferry::Error>(e);
+    cudaStreamSynchronize(copy_stream());
+  }
   std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks) + 1, MPI_REQUEST_NULL);
   r.back() = stub;
   for (i64 c = 0; c < nchunks && *rc == MPI_SUCCESS; ++c) {
-    if (on_gpu) {
-      cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
-    } else {
-      i64 pos = 0;
-      ferry::pack(chunk_origin(c), chunk_count(c), *t, base + c * chunk, chunk, &pos);
+    try {
+      if (failed) {
+      } else if (on_gpu) {
+        cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
+      } else {
+        i64 pos = 0;
+        ferry::pack(chunk_origin(c), chunk_count(c), *t, base + c * chunk, chunk, &pos);
+      }
+    } catch (const ferry::Error& e) {
+      failed = std::make_unique<ferry::Error>(e);
+      if (on_gpu) cudaStreamSynchronize(copy_stream());
     }
     *rc = PMPI_Isend(base + c * chunk, static_cast<int>(std::min(chunk, bytes - c * chunk)), MPI_BYTE,
                      dw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
@@ -761,6 +775,7 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
     if (flag) break;
     requests().progress();
   }
+  if (failed) throw *failed;
   pipelined_count.fetch_add(1);
   return true;
 }
