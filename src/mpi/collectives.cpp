@@ -256,17 +256,18 @@ class Mirrors {
     return rc;
   }
   // A non-blocking call: its request carries the mirrors and writes the outputs back when it
-  // completes. A failure then is reported through the communicator (the completing call itself
-  // has already succeeded).
-  int done(int rc, MPI_Comm comm, MPI_Request* request) {
+  // completes; a failure then is the completing call's result (MPI_Wait's, or the status' error
+  // under MPI_ERR_IN_STATUS).
+  int done(int rc, MPI_Comm /*comm*/, MPI_Request* request) {
     if (rc != MPI_SUCCESS) return rc;
     Pending p;
-    p.finish = [comm, keep = std::move(keep_), back = std::move(back_)](const MPI_Status*) {
+    p.finish = [keep = std::move(keep_), back = std::move(back_)](const MPI_Status*) {
       try {
         for (auto& write : back) write();
       } catch (const ferry::Error& e) {
-        report(comm, e);
+        return e.mpi_error_class();
       }
+      return MPI_SUCCESS;
     };
     requests().add(*request, std::move(p));
     return rc;

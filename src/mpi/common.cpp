@@ -312,7 +312,13 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
     if (!stub && p.device) unpack_arrived(p.staging, st, p.buf, *p.type);
   }
   stub_lock.unlock();
-  if (p.finish && !cancelled && ok) p.finish(st);
+  if (p.finish && !cancelled && ok) {
+    const int r = p.finish(st);
+    if (r != MPI_SUCCESS && rc == MPI_SUCCESS) {
+      rc = r;
+      st->MPI_ERROR = r;
+    }
+  }
   if (!p.persistent) pool().put(p.staging);
   return rc;
 }

@@ -137,8 +137,9 @@ struct Pending {
   std::shared_ptr<const ferry::Type> type;
   bool persistent = false;  // MPI_*_init: stays in the table until MPI_Request_free
   bool active = false;      // a persistent request between MPI_Start and its completion
-  // Run once the request completed successfully (and was not cancelled), after any unpack.
-  std::function<void(const MPI_Status*)> finish;
+  // Run once the request completed successfully (and was not cancelled), after any unpack; its
+  // MPI result becomes the completion's (a failed write-back, say).
+  std::function<int(const MPI_Status*)> finish;
   bool detached = false;       // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;      // MPI_Request_get_status saw it complete and the data is in place
   std::thread::id owner = std::this_thread::get_id();  // the thread that posted it
