@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 extern "C" long ferry_mpi_pipelined_sent(void);
@@ -359,6 +360,35 @@ TEST_F(Protocol, BarrierServesPendingReceives) {
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
   EXPECT_EQ(MPI_Barrier(half), MPI_SUCCESS);
   EXPECT_EQ(MPI_Comm_free(&half), MPI_SUCCESS);
+}
+
+// Under MPI_THREAD_MULTIPLE: threads send and receive pipelined messages at once, each on its own
+// tag, both directions, with non-blocking receives completed by MPI_Wait.
+TEST_F(Protocol, Threads) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+  const int other = 1 - me();
+  const int threads = 4, rounds = 3;
+  std::vector<int> bad(threads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<double> got(kN);
+      for (int k = 0; k < rounds; ++k) {
+        auto mine = pattern(me(), t * 10 + k);
+        MPI_Request r;
+        MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 200 + t, pair_comm(), &r);
+        if (MPI_Send(mine.data(), kN, MPI_DOUBLE, other, 200 + t, pair_comm()) != MPI_SUCCESS)
+          ++bad[static_cast<std::size_t>(t)];
+        if (MPI_Wait(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS) ++bad[static_cast<std::size_t>(t)];
+        if (got != pattern(other, t * 10 + k)) ++bad[static_cast<std::size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(bad[static_cast<std::size_t>(t)], 0) << "thread " << t;
+  MPI_Barrier(pair_comm());
 }
 
 }  // namespace

@@ -239,8 +239,23 @@ void Requests::count_stub(const Pending& p, int delta) {
     stubs_.fetch_add(delta, std::memory_order_acq_rel);
 }
 
+Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id) {
+  auto [first, last] = table_.equal_range(r);
+  if (first == last) return table_.end();
+  if (id) {
+    for (auto it = first; it != last; ++it)
+      if (it->second.id == id) return it;
+    return table_.end();
+  }
+  const auto me = std::this_thread::get_id();
+  for (auto it = first; it != last; ++it)
+    if (it->second.owner == me) return it;
+  return first;
+}
+
 void Requests::add(MPI_Request r, Pending p) {
   std::lock_guard lock(mutex_);
+  p.id = ++next_id_;
   count_stub(p, 1);
   table_.emplace(r, std::move(p));  // after any entry with the same handle: oldest first
   size_.store(table_.size(), std::memory_order_release);
@@ -253,8 +268,8 @@ bool Requests::contains(MPI_Request r) {
 
 bool Requests::cancellable(MPI_Request r) {
   std::lock_guard lock(mutex_);
-  auto it = table_.lower_bound(r);
-  return it == table_.end() || it->first != r || !it->second.uncancellable;
+  auto it = locate(r);
+  return it == table_.end() || !it->second.uncancellable;
 }
 
 namespace {
@@ -275,8 +290,8 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   Pending p;
   {
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r) return -1;
+    auto it = locate(r);
+    if (it == table_.end()) return -1;
     count_stub(it->second, -1);
     if (it->second.persistent) {
       // Completing an inactive persistent request (MPI returns at once) does nothing.
@@ -328,8 +343,8 @@ void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
   Pending p;
   {
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r || !it->second.recv || it->second.delivered) return;
+    auto it = locate(r);
+    if (it == table_.end() || !it->second.recv || it->second.delivered) return;
     if (it->second.persistent && !it->second.active) return;
     p = it->second;
   }
@@ -346,8 +361,8 @@ void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
   }
   if (!stub && p.device) unpack_arrived(p.staging, st, p.buf, *p.type);
   std::lock_guard lock(mutex_);
-  auto it = table_.lower_bound(r);
-  if (it == table_.end() || it->first != r) return;
+  auto it = locate(r);
+  if (it == table_.end()) return;
   count_stub(it->second, -1);
   it->second.delivered = true;
   if (stub) {
@@ -363,8 +378,8 @@ void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
 
 bool Requests::detach(MPI_Request r) {
   std::lock_guard lock(mutex_);
-  auto it = table_.lower_bound(r);
-  if (it == table_.end() || it->first != r || it->second.detached) return false;
+  auto it = locate(r);
+  if (it == table_.end() || it->second.detached) return false;
   if (it->second.persistent && !it->second.active) return false;  // inactive: freed at once
   it->second.detached = true;
   it->second.owner = std::this_thread::get_id();  // the handle is now only Ferry's, in this thread
@@ -379,20 +394,20 @@ void Requests::drain() {
 void Requests::progress(bool all_threads) {
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
-  std::vector<MPI_Request> candidates, detached;
+  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached;
   {
     std::lock_guard lock(mutex_);
     const auto me = std::this_thread::get_id();
     for (auto& [r, p] : table_) {
       if (!all_threads && p.owner != me) continue;
       if (p.detached) {
-        detached.push_back(r);
+        detached.emplace_back(r, p.id);
       } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
-        candidates.push_back(r);
+        candidates.emplace_back(r, p.id);
       }
     }
   }
-  for (MPI_Request r : detached) {  // the application gave these up: Ferry completes and frees them
+  for (auto [r, id] : detached) {  // the application gave these up: Ferry completes and frees them
     MPI_Request h = r;
     int flag = 0;
     MPI_Status st;
@@ -405,8 +420,8 @@ void Requests::progress(bool all_threads) {
     bool persistent = false;
     {
       std::lock_guard lock(mutex_);
-      auto it = table_.lower_bound(r);
-      if (it != table_.end() && it->first == r) persistent = it->second.persistent;
+      auto it = locate(r);
+      if (it != table_.end()) persistent = it->second.persistent;
     }
     try {
       complete(r, &st);
@@ -415,23 +430,23 @@ void Requests::progress(bool all_threads) {
     if (persistent) {
       {
         std::lock_guard lock(mutex_);
-        auto it = table_.lower_bound(r);
-        if (it != table_.end() && it->first == r) it->second.detached = false;
+        auto it = locate(r);
+        if (it != table_.end()) it->second.detached = false;
       }
       forget_persistent(r);
       PMPI_Request_free(&h);
     }
     detached_.fetch_sub(1);
   }
-  for (MPI_Request r : candidates) {
+  for (auto [r, id] : candidates) {
     int flag = 0;
     MPI_Status st;
     if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
     Pending p;
     {
       std::lock_guard lock(mutex_);
-      auto it = table_.lower_bound(r);
-      if (it == table_.end() || it->first != r || it->second.stub_state != 0) continue;
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.stub_state != 0) continue;
       p = it->second;
     }
     int cancelled = 0;
@@ -448,8 +463,8 @@ void Requests::progress(bool all_threads) {
       rc = MPI_ERR_OTHER;
     }
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r) continue;
+    auto it = locate(r, id);
+    if (it == table_.end()) continue;
     count_stub(it->second, -1);
     it->second.stub_state = stub ? 1 : 2;
     it->second.stub_rc = rc;
@@ -473,8 +488,8 @@ bool Requests::start(MPI_Request r) {
   Pending p;
   {
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r || !it->second.persistent) return false;
+    auto it = locate(r);
+    if (it == table_.end() || !it->second.persistent) return false;
     p = it->second;
   }
   if (!p.recv && p.buf) ipc::stage_pack(p.buf, p.count, *p.type, p.staging);
@@ -483,8 +498,8 @@ bool Requests::start(MPI_Request r) {
 
 void Requests::activate(MPI_Request r) {
   std::lock_guard lock(mutex_);
-  auto it = table_.lower_bound(r);
-  if (it == table_.end() || it->first != r || !it->second.persistent || it->second.active) return;
+  auto it = locate(r);
+  if (it == table_.end() || !it->second.persistent || it->second.active) return;
   it->second.active = true;
   it->second.stub_state = 0;
   it->second.delivered = false;
@@ -496,8 +511,8 @@ void Requests::drop(MPI_Request r) {
   void* staging = nullptr;
   {
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r) return;
+    auto it = locate(r);
+    if (it == table_.end()) return;
     count_stub(it->second, -1);
     if (it->second.persistent) {  // stays for MPI_Request_free; no longer active
       it->second.active = false;
@@ -514,8 +529,8 @@ int Requests::forget_persistent(MPI_Request r) {
   void* staging = nullptr;
   {
     std::lock_guard lock(mutex_);
-    auto it = table_.lower_bound(r);
-    if (it == table_.end() || it->first != r || !it->second.persistent) return 0;
+    auto it = locate(r);
+    if (it == table_.end() || !it->second.persistent) return 0;
     if (it->second.active) return 2;
     staging = it->second.staging;
     table_.erase(it);

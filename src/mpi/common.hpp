@@ -143,6 +143,7 @@ struct Pending {
   bool detached = false;       // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;      // MPI_Request_get_status saw it complete and the data is in place
   std::thread::id owner = std::this_thread::get_id();  // the thread that posted it
+  std::uint64_t id = 0;                                 // unique, given by Requests::add
   bool uncancellable = false;  // an IPC send: its stub is out; MPI_Cancel leaves it alone
   // A receive that may get an IPC stub (ipc.hpp): where and how to fetch the data then.
   bool may_be_stub = false;
@@ -166,7 +167,8 @@ inline Pending staged_pending(bool recv, const void* buf, int count,
 
 // Ferry's requests by MPI handle. Under MPI_THREAD_MULTIPLE a handle that completed in one thread
 // may be handed out again by MPI to another before the first thread has finished it here, so a
-// handle can have two entries for a moment: the oldest is the one a completion finishes.
+// handle can have two entries for a moment: a completion finishes its own thread's entry, else
+// the oldest (see locate).
 class Requests {
  public:
   void add(MPI_Request r, Pending p);
@@ -209,10 +211,16 @@ class Requests {
   int forget_persistent(MPI_Request r);
 
  private:
+  using Table = std::multimap<MPI_Request, Pending>;
+  // The entry a handle names (mutex_ held): with `id`, exactly that entry; else, when MPI has handed
+  // the handle out again while an older entry still waits for its completion here, the calling
+  // thread's own entry first, then the oldest.
+  Table::iterator locate(MPI_Request r, std::uint64_t id = 0);
   void count_stub(const Pending& p, int delta);
+  std::uint64_t next_id_ = 0;
   std::mutex mutex_;
   std::recursive_mutex stub_mutex_;  // one IPC fetch at a time, by progress or by completion
-  std::multimap<MPI_Request, Pending> table_;
+  Table table_;
   std::atomic<std::size_t> size_{0};
   std::atomic<int> stubs_{0};
   std::atomic<int> detached_{0};
