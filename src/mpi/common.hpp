@@ -56,6 +56,9 @@ struct Staged {
   Staged& operator=(const Staged&) = delete;
 };
 
+// MPI_Type_size, without a call into MPI for the named types.
+int type_size(MPI_Datatype type);
+
 // The buffer holds `count` elements of `type` in device (or managed) memory.
 bool on_device(const void* buf, int count, MPI_Datatype type);
 // True when some buffer of a collective is GPU memory (the rest go through unchanged).

@@ -121,6 +121,9 @@ int stub_result(int r, MPI_Comm comm) {
 
 // After a receive into the user's host buffer: the message may be an IPC stub.
 int host_arrived(int rc, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status* st) {
+  int got = 0;
+  if (rc != MPI_SUCCESS || PMPI_Get_count(st, MPI_BYTE, &got) != MPI_SUCCESS || got != ipc::kStubBytes)
+    return rc;  // only a message of exactly a stub's size can be one
   int r = MPI_SUCCESS;
   if (rc == MPI_SUCCESS &&
       ipc::finish_recv(target(buf, count, type_or_null(type), false), nullptr, ipc::ranks_of(comm), st, &r))

@@ -94,11 +94,6 @@ RankTables& rank_tables() {
   return *t;
 }
 
-int type_size(MPI_Datatype type) {
-  int s = 0;
-  PMPI_Type_size(type, &s);
-  return s;
-}
 
 }  // namespace
 
@@ -134,31 +129,11 @@ bool same_node(MPI_Comm comm, int rank) {
                                          w.node_of[static_cast<std::size_t>(w.rank)];
 }
 
-std::atomic<unsigned> type_generation{0};
-
-void type_freed() { type_generation.fetch_add(1, std::memory_order_relaxed); }
-
-namespace {
-// The size of the last type this thread asked about: a receive's stub check must not cost a call
-// into MPI on every small host message (MPI_Type_free moves the generation, so a handle MPI
-// reuses for another type is asked again).
-int cached_type_size(MPI_Datatype type) {
-  thread_local MPI_Datatype last = MPI_DATATYPE_NULL;
-  thread_local int size = 0;
-  thread_local unsigned generation = ~0u;
-  const unsigned g = type_generation.load(std::memory_order_relaxed);
-  if (type != last || g != generation) {
-    size = type_size(type);
-    last = type;
-    generation = g;
-  }
-  return size;
-}
-}  // namespace
+void type_freed() {}
 
 bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool blocking) {
   if (!world().on || source == MPI_PROC_NULL || count <= 0) return false;
-  const i64 capacity = static_cast<i64>(count) * cached_type_size(type);
+  const i64 capacity = static_cast<i64>(count) * mpi_detail::type_size(type);
   // A stub always fits a blocking receive of kStubBytes or more, so one into too small a buffer
   // (an erroneous program: MPI_ERR_TRUNCATE) is still answered and its sender does not hang.
   if (capacity < (blocking ? kStubBytes : kMinBytes)) return false;
