@@ -404,7 +404,6 @@ int MPI_Type_commit(MPI_Datatype* type) {
 }
 
 int MPI_Type_free(MPI_Datatype* type) {
-  ipc::type_freed();
   if (type && *type != MPI_DATATYPE_NULL) {
     try {
       ferry::release(*type);

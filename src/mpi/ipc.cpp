@@ -129,8 +129,6 @@ bool same_node(MPI_Comm comm, int rank) {
                                          w.node_of[static_cast<std::size_t>(w.rank)];
 }
 
-void type_freed() {}
-
 bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool blocking) {
   if (!world().on || source == MPI_PROC_NULL || count <= 0) return false;
   const i64 capacity = static_cast<i64>(count) * mpi_detail::type_size(type);

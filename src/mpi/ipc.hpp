@@ -95,9 +95,6 @@ long sent();
 long pipelined();
 long received();
 
-// MPI_Type_free: cached type sizes must be asked again (the handle may come back as another type).
-void type_freed();
-
 // The receive may get a stub: from a peer that may send one (same node; any node for 1 MiB or
 // more) or MPI_ANY_SOURCE, and large enough (kMinBytes; a blocking receive checks down to
 // kStubBytes, where only a truncated message can be a stub).
