@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "mpi_pairs.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -14,28 +16,9 @@ namespace {
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-// Ranks work in pairs (0-1, 2-3, ...), so the suite runs on 2 ranks or 4 (2 per GPU on 2 GPUs).
-MPI_Comm pair_comm() {
-  static MPI_Comm pair = [] {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    MPI_Comm c;
-    MPI_Comm_split(MPI_COMM_WORLD, r / 2, r, &c);
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    return c;
-  }();
-  return pair;
-}
-
 int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(pair_comm(), &r);
   return r;
 }
 
@@ -66,7 +49,7 @@ std::vector<double> values(int rank, std::size_t n) {
 // Rank 0 sends a strided column of device memory; rank 1 receives it into device memory, into
 // host memory, and into a strided device column.
 TEST_F(MpiGpu, SendRecvDeviceBuffers) {
-  const int me = rank_of();
+  const int me = pair_rank();
   MPI_Datatype col;
   MPI_Type_vector(256, 1, 8, MPI_DOUBLE, &col);
   MPI_Type_commit(&col);
@@ -109,7 +92,7 @@ TEST_F(MpiGpu, SendRecvDeviceBuffers) {
 
 // Host data into a device buffer, and both ranks exchanging device data with MPI_Sendrecv.
 TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const std::size_t n = 4096;
   std::vector<double> host = values(me, n);
   Device dev(n), got(n);
@@ -137,7 +120,7 @@ TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
 
 // Windows of non-blocking device sends and receives, completed by Waitall, Waitany and Test.
 TEST_F(MpiGpu, NonBlockingDeviceWindows) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   MPI_Datatype col;
   MPI_Type_vector(128, 3, 7, MPI_DOUBLE, &col);
   MPI_Type_commit(&col);
@@ -183,7 +166,7 @@ TEST_F(MpiGpu, NonBlockingDeviceWindows) {
 
 // Persistent requests on device buffers reused in a loop: each start packs the current data.
 TEST_F(MpiGpu, PersistentDeviceRequests) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   MPI_Datatype col;
   MPI_Type_vector(64, 2, 5, MPI_DOUBLE, &col);
   MPI_Type_commit(&col);
@@ -217,7 +200,7 @@ TEST_F(MpiGpu, PersistentDeviceRequests) {
 
 // A matched probe and receive into device memory, and an in-place exchange of device data.
 TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const std::size_t n = 600;
   std::vector<double> host = values(me, n);
   Device dev(n);
@@ -253,7 +236,7 @@ TEST_F(MpiGpu, MprobeMrecvAndSendrecvReplace) {
 
 // Collectives on device buffers, against the values the host computes.
 TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
-  const int me = rank_of();
+  const int me = pair_rank();
   const std::size_t n = 300;
   Device a(n * 2), b(n * 2);
   std::vector<double> mine = values(me, n * 2), back(n * 2);
@@ -313,7 +296,7 @@ TEST_F(MpiGpu, CollectivesOnDeviceBuffers) {
 // MPI_Pack of a device buffer gives the bytes MPI_Pack gives for a host copy.
 TEST_F(MpiGpu, PackDeviceBuffer) {
   const std::size_t n = 1000;
-  std::vector<double> host = values(rank_of(), n);
+  std::vector<double> host = values(pair_rank(), n);
   Device dev(n);
   CUDA_OK(cudaMemcpy(dev.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
   MPI_Datatype t;
@@ -341,7 +324,7 @@ namespace {
 // device staging buffer), a host receive buffer, the real count in the status, truncation, and a
 // buffer freed and allocated again between messages (the mapping cache must notice).
 TEST_F(MpiGpu, IpcSameNode) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const std::size_t n = 1 << 18;  // 2 MiB of doubles: above the IPC threshold
   const long sent0 = ferry_mpi_ipc_sent(), recv0 = ferry_mpi_ipc_received();
   std::vector<double> host = values(world_rank(), 3 * n);
@@ -417,7 +400,7 @@ TEST_F(MpiGpu, IpcSameNode) {
 // posted an Irecv and then blocks in a send of its own before waiting: the sender's IPC send must
 // still complete (the receiver serves its pending receive while it blocks).
 TEST_F(MpiGpu, IpcWindowsAndProgress) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const std::size_t n = 1 << 16;  // 512 KiB each
   const int window = 6;
   Device src(n * window), dst(n * window);
@@ -472,7 +455,7 @@ TEST_F(MpiGpu, IpcWindowsAndProgress) {
 // Probes of IPC messages report the real size, and the receive that follows gets the data:
 // Probe + Recv, Iprobe + Irecv, Mprobe + Mrecv, Improbe + Imrecv, into device and host memory.
 TEST_F(MpiGpu, IpcProbes) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const std::size_t n = 1 << 17;
   Device src(n);
   std::vector<double> host = values(world_rank(), n);
@@ -539,7 +522,7 @@ TEST_F(MpiGpu, IpcProbes) {
 TEST_F(MpiGpu, ThreadsAndCancel) {
   int level = 0;
   MPI_Query_thread(&level);
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   Device untouched(8);
   CUDA_OK(cudaMemset(untouched.p, 0, 8 * sizeof(double)));
   MPI_Request r;
@@ -600,7 +583,7 @@ namespace {
 // chosen, so they go pipelined: chunks of whole sender elements, unpacked as whole receiver
 // elements complete.
 TEST_F(MpiGpu, LargeMessagesPipelined) {
-  const int me = rank_of(), other = 1 - me;
+  const int me = pair_rank(), other = 1 - me;
   const char* ipc_min = std::getenv("FERRY_IPC_MIN");
   const bool expect_pipelined = ipc_min && std::atoll(ipc_min) > (1LL << 40);
   const std::size_t n = 1 << 20;  // 8 MiB of doubles

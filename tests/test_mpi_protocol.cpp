@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "mpi_pairs.hpp"
+
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -13,24 +15,6 @@
 extern "C" long ferry_mpi_pipelined_sent(void);
 
 namespace {
-
-MPI_Comm pair_comm() {
-  static MPI_Comm pair = [] {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    MPI_Comm c;
-    MPI_Comm_split(MPI_COMM_WORLD, r / 2, r, &c);
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    return c;
-  }();
-  return pair;
-}
-
-int me() {
-  int r = 0;
-  MPI_Comm_rank(pair_comm(), &r);
-  return r;
-}
 
 class Protocol : public ::testing::Test {
  protected:
@@ -52,9 +36,9 @@ std::vector<double> pattern(int who, int salt, std::size_t n = kN) {
 }
 
 TEST_F(Protocol, BlockingSendsArePipelinedAndArrive) {
-  const int other = 1 - me();
+  const int other = 1 - pair_rank();
   const long before = ferry_mpi_pipelined_sent();
-  if (me() == 0) {
+  if (pair_rank() == 0) {
     auto v = pattern(0, 1);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 5, pair_comm()), MPI_SUCCESS);
     ASSERT_EQ(MPI_Ssend(v.data(), kN, MPI_DOUBLE, other, 6, pair_comm()), MPI_SUCCESS);
@@ -88,7 +72,7 @@ TEST_F(Protocol, BlockingSendsArePipelinedAndArrive) {
 // whose one element is longer than the message (MPI allows a partial last element): the result
 // must be what the MPI itself delivers (PMPI_Send/PMPI_Recv, bypassing the interposer).
 TEST_F(Protocol, DerivedTypesOnBothSides) {
-  const int other = 1 - me();
+  const int other = 1 - pair_rank();
   MPI_Datatype rows;  // 64 rows of 512 doubles out of 1024: 256 KiB per element
   MPI_Type_vector(64, 512, 1024, MPI_DOUBLE, &rows);
   MPI_Type_commit(&rows);
@@ -97,7 +81,7 @@ TEST_F(Protocol, DerivedTypesOnBothSides) {
   MPI_Datatype grp;  // groups of 3 of every 4 doubles, one group more than the message fills
   MPI_Type_vector(n / 3 + 1, 3, 4, MPI_DOUBLE, &grp);
   MPI_Type_commit(&grp);
-  if (me() == 0) {
+  if (pair_rank() == 0) {
     auto v = pattern(0, 2, 64 * 1024 * elems);
     const long before = ferry_mpi_pipelined_sent();
     ASSERT_EQ(MPI_Send(v.data(), elems, rows, other, 7, pair_comm()), MPI_SUCCESS);
@@ -125,8 +109,8 @@ TEST_F(Protocol, DerivedTypesOnBothSides) {
 // Probe, Iprobe, Mprobe and Improbe report the real size of a stub message; Recv, Irecv, Mrecv and
 // Imrecv then deliver it.
 TEST_F(Protocol, ProbesReportTheRealSize) {
-  const int other = 1 - me();
-  if (me() == 0) {
+  const int other = 1 - pair_rank();
+  if (pair_rank() == 0) {
     for (int k = 0; k < 4; ++k) {
       auto v = pattern(0, 10 + k, static_cast<std::size_t>(kN - k));
       ASSERT_EQ(MPI_Send(v.data(), kN - k, MPI_DOUBLE, other, 20 + k, pair_comm()), MPI_SUCCESS);
@@ -184,8 +168,8 @@ TEST_F(Protocol, ProbesReportTheRealSize) {
 // Truncation: into a smaller large buffer, and into a buffer smaller than a megabyte (no stub is
 // expected there, but a stub fits). Both report MPI_ERR_TRUNCATE and the sender completes.
 TEST_F(Protocol, TruncationIsReportedAndTheSenderCompletes) {
-  const int other = 1 - me();
-  if (me() == 0) {
+  const int other = 1 - pair_rank();
+  if (pair_rank() == 0) {
     auto v = pattern(0, 3);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 30, pair_comm()), MPI_SUCCESS);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 31, pair_comm()), MPI_SUCCESS);
@@ -208,9 +192,9 @@ TEST_F(Protocol, TruncationIsReportedAndTheSenderCompletes) {
 // The receiver posts Irecv, then blocks in a synchronous send to the sender before it waits: the
 // sender's pipelined send must still complete (the receiver serves its pending receive).
 TEST_F(Protocol, ProgressWhileTheReceiverBlocksElsewhere) {
-  const int other = 1 - me();
+  const int other = 1 - pair_rank();
   double token = 0;
-  if (me() == 0) {
+  if (pair_rank() == 0) {
     auto v = pattern(0, 4);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 40, pair_comm()), MPI_SUCCESS);
     ASSERT_EQ(MPI_Recv(&token, 1, MPI_DOUBLE, other, 41, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
@@ -233,15 +217,15 @@ TEST_F(Protocol, ProgressWhileTheReceiverBlocksElsewhere) {
 
 // Both directions at once through MPI_Sendrecv, and messages in flight back to back: order kept.
 TEST_F(Protocol, ExchangesAndOrder) {
-  const int other = 1 - me();
-  auto mine = pattern(me(), 5);
+  const int other = 1 - pair_rank();
+  auto mine = pattern(pair_rank(), 5);
   std::vector<double> got(kN, -1.0);
   MPI_Status st;
   ASSERT_EQ(MPI_Sendrecv(mine.data(), kN, MPI_DOUBLE, other, 50, got.data(), kN, MPI_DOUBLE, other,
                          50, pair_comm(), &st),
             MPI_SUCCESS);
   EXPECT_EQ(got, pattern(other, 5));
-  if (me() == 0) {
+  if (pair_rank() == 0) {
     for (int k = 0; k < 3; ++k) {
       auto v = pattern(0, 60 + k);
       ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 60, pair_comm()), MPI_SUCCESS);
@@ -259,8 +243,8 @@ TEST_F(Protocol, ExchangesAndOrder) {
 // MPI_Sendrecv_replace both ways at once with pipelined messages (it must not wait inside MPI for
 // its own stub), and a receive freed with MPI_Request_free while active: Ferry still delivers it.
 TEST_F(Protocol, SendrecvReplaceAndFreedRequests) {
-  const int other = 1 - me();
-  auto buf = pattern(me(), 8);
+  const int other = 1 - pair_rank();
+  auto buf = pattern(pair_rank(), 8);
   MPI_Status st;
   ASSERT_EQ(MPI_Sendrecv_replace(buf.data(), kN, MPI_DOUBLE, other, 80, other, 80, pair_comm(), &st),
             MPI_SUCCESS);
@@ -270,7 +254,7 @@ TEST_F(Protocol, SendrecvReplaceAndFreedRequests) {
   EXPECT_EQ(buf, pattern(other, 8));
 
   double token = 0;
-  if (me() == 0) {
+  if (pair_rank() == 0) {
     auto v = pattern(0, 9);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 90, pair_comm()), MPI_SUCCESS);
     token = 1;
@@ -292,8 +276,8 @@ TEST_F(Protocol, SendrecvReplaceAndFreedRequests) {
 // MPI_Request_get_status: once it says complete, the data is in the buffer (before any wait), and
 // the status has the real size; the wait that follows agrees.
 TEST_F(Protocol, RequestGetStatusDeliversFirst) {
-  const int other = 1 - me();
-  if (me() == 0) {
+  const int other = 1 - pair_rank();
+  if (pair_rank() == 0) {
     auto v = pattern(0, 11);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 95, pair_comm()), MPI_SUCCESS);
   } else {
@@ -318,8 +302,8 @@ TEST_F(Protocol, RequestGetStatusDeliversFirst) {
 // then enters the barrier: the barrier must serve the pending receive, or both wait for ever.
 // Then barriers of every rank of the world and of a split communicator still synchronize.
 TEST_F(Protocol, BarrierServesPendingReceives) {
-  const int other = 1 - me();
-  if (me() == 0) {
+  const int other = 1 - pair_rank();
+  if (pair_rank() == 0) {
     auto v = pattern(0, 12);
     ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 97, pair_comm()), MPI_SUCCESS);
     ASSERT_EQ(MPI_Barrier(pair_comm()), MPI_SUCCESS);
@@ -368,7 +352,7 @@ TEST_F(Protocol, Threads) {
   int level = 0;
   MPI_Query_thread(&level);
   if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
-  const int other = 1 - me();
+  const int other = 1 - pair_rank();
   const int threads = 4, rounds = 3;
   std::vector<int> bad(threads, 0);
   std::vector<std::thread> pool;
@@ -376,7 +360,7 @@ TEST_F(Protocol, Threads) {
     pool.emplace_back([&, t] {
       std::vector<double> got(kN);
       for (int k = 0; k < rounds; ++k) {
-        auto mine = pattern(me(), t * 10 + k);
+        auto mine = pattern(pair_rank(), t * 10 + k);
         MPI_Request r;
         MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 200 + t, pair_comm(), &r);
         if (MPI_Send(mine.data(), kN, MPI_DOUBLE, other, 200 + t, pair_comm()) != MPI_SUCCESS)

@@ -24,7 +24,7 @@ i64 size_class(i64 bytes) {
 }
 }  // namespace
 
-void* StagingPool::get(i64 bytes) {
+void* BufferPool::get(i64 bytes) {
   const i64 size = size_class(bytes);
   {
     std::lock_guard lock(mutex_);
@@ -35,29 +35,44 @@ void* StagingPool::get(i64 bytes) {
       return p;
     }
   }
-  // Without a GPU (the host protocol test) plain memory serves.
-  void* p = ferry::gpu::available() ? ferry::gpu::alloc_pinned(size) : std::malloc(static_cast<std::size_t>(size));
-  if (!p) throw ferry::Error(MPI_ERR_NO_MEM, "staging buffer");
+  void* p = alloc_(size);
   std::lock_guard lock(mutex_);
   sizes_[p] = size;
   return p;
 }
 
-void StagingPool::put(void* p) {
+void BufferPool::put(void* p) {
   if (!p) return;
   std::lock_guard lock(mutex_);
   free_.emplace(sizes_.at(p), p);
 }
 
-void StagingPool::release_all() {
+void BufferPool::release_all() {
   std::lock_guard lock(mutex_);
-  for (auto& [p, size] : sizes_) ferry::gpu::available() ? ferry::gpu::free_pinned(p) : std::free(p);
+  for (auto& [p, size] : sizes_) free_fn_(p);
   sizes_.clear();
   free_.clear();
 }
 
-StagingPool& pool() {
-  static auto* p = new StagingPool();
+namespace {
+// Staging memory: pinned and mapped; without a GPU (the host protocol test) plain memory serves.
+void* staging_alloc(i64 size) {
+  void* p = ferry::gpu::available() ? ferry::gpu::alloc_pinned(size)
+                                    : std::malloc(static_cast<std::size_t>(size));
+  if (!p) throw ferry::Error(MPI_ERR_NO_MEM, "staging buffer");
+  return p;
+}
+void staging_free(void* p) {
+  if (ferry::gpu::available()) {
+    ferry::gpu::free_pinned(p);
+  } else {
+    std::free(p);
+  }
+}
+}  // namespace
+
+BufferPool& pool() {
+  static auto* p = new BufferPool(staging_alloc, staging_free);
   return *p;
 }
 

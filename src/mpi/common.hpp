@@ -25,19 +25,25 @@ using ferry::i64;
 // FERRY_MPI_VERBOSE=1: say what the interposer does (initialization, refused types, errors).
 bool verbose();
 
-// Pinned, mapped host buffers for staging, kept in power-of-two size classes and reused (§5.8.2).
-class StagingPool {
+// Buffers kept in power-of-two size classes and reused (§5.8.2): pinned, mapped host memory for
+// staging (pool()), device memory for IPC sends (ipc.cpp). `alloc` throws on failure.
+class BufferPool {
  public:
+  using Alloc = void* (*)(i64 bytes);
+  using Free = void (*)(void* p);
+  BufferPool(Alloc alloc, Free free) : alloc_(alloc), free_fn_(free) {}
   void* get(i64 bytes);
   void put(void* p);
   void release_all();
 
  private:
+  Alloc alloc_;
+  Free free_fn_;
   std::mutex mutex_;
   std::multimap<i64, void*> free_;
   std::map<void*, i64> sizes_;
 };
-StagingPool& pool();
+BufferPool& pool();
 
 // A staging buffer for the length of one call.
 struct Staged {

@@ -318,6 +318,26 @@ void forget_comm(MPI_Comm comm) {
   barrier_comms().forget(comm);
 }
 
+// A receive and a send posted together and completed together (what MPI_Sendrecv means), through
+// Ferry's own non-blocking calls and MPI_Waitall; the status is the receive's.
+template <class PostRecv, class PostSend>
+int exchange(PostRecv post_recv, PostSend post_send, MPI_Status* status) {
+  MPI_Request r[2];
+  int rc = post_recv(&r[0]);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = post_send(&r[1]);
+  if (rc != MPI_SUCCESS) {
+    MPI_Cancel(&r[0]);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    return rc;
+  }
+  MPI_Status st[2];
+  rc = MPI_Waitall(2, r, st);
+  if (status != MPI_STATUS_IGNORE) *status = st[0];
+  if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
+  return rc;
+}
+
 void say_initialized(const char* how) {
   if (!verbose()) return;
   int rank = 0;
@@ -605,20 +625,10 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       sbuf = packed.data();
       stype = MPI_PACKED;
     }
-    MPI_Request r[2];
-    int rc = MPI_Irecv(buf, count, type, source, recvtag, comm, &r[0]);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = PMPI_Isend(sbuf, scount, stype, dest, sendtag, comm, &r[1]);
-    if (rc != MPI_SUCCESS) {
-      MPI_Cancel(&r[0]);
-      MPI_Wait(&r[0], MPI_STATUS_IGNORE);
-      return rc;
-    }
-    MPI_Status st[2];
-    rc = MPI_Waitall(2, r, st);
-    if (status != MPI_STATUS_IGNORE) *status = st[0];
-    if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
-    return rc;
+    return exchange(
+        [&](MPI_Request* r) { return MPI_Irecv(buf, count, type, source, recvtag, comm, r); },
+        [&](MPI_Request* r) { return PMPI_Isend(sbuf, scount, stype, dest, sendtag, comm, r); },
+        status);
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -958,20 +968,10 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
   if (plain)
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
                          source, recvtag, comm, status);
-  MPI_Request r[2];
-  int rc = MPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &r[0]);
-  if (rc != MPI_SUCCESS) return rc;
-  rc = MPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &r[1]);
-  if (rc != MPI_SUCCESS) {
-    MPI_Cancel(&r[0]);
-    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
-    return rc;
-  }
-  MPI_Status st[2];
-  rc = MPI_Waitall(2, r, st);
-  if (status != MPI_STATUS_IGNORE) *status = st[0];
-  if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
-  return rc;
+  return exchange(
+      [&](MPI_Request* r) { return MPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, r); },
+      [&](MPI_Request* r) { return MPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, r); },
+      status);
 }
 
 }  // extern "C"

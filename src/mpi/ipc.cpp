@@ -207,47 +207,16 @@ void cuda_check(cudaError_t e, const char* what) {
     throw ferry::Error(MPI_ERR_OTHER, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// Device buffers for packing non-contiguous IPC sends, by power-of-two size class. Their IPC
-// handles stay valid while they live, so receivers keep them mapped.
-class DevicePool {
- public:
-  void* get(i64 bytes) {
-    i64 size = 4096;
-    while (size < bytes) size *= 2;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
-        return p;
-      }
-    }
-    void* p = nullptr;
-    cuda_check(cudaMalloc(&p, static_cast<std::size_t>(size)), "cudaMalloc (IPC staging)");
-    std::lock_guard lock(mutex_);
-    sizes_[p] = size;
-    return p;
-  }
-  void put(void* p) {
-    if (!p) return;
-    std::lock_guard lock(mutex_);
-    free_.emplace(sizes_.at(p), p);
-  }
-  void release_all() {
-    std::lock_guard lock(mutex_);
-    for (auto& [p, size] : sizes_) cudaFree(p);
-    sizes_.clear();
-    free_.clear();
-  }
-
- private:
-  std::mutex mutex_;
-  std::multimap<i64, void*> free_;
-  std::map<void*, i64> sizes_;
-};
-DevicePool& device_pool() {
-  static auto* p = new DevicePool();
+// Device buffers for packing non-contiguous IPC sends. Their IPC handles stay valid while they
+// live, so receivers keep them mapped.
+void* device_alloc(i64 size) {
+  void* p = nullptr;
+  cuda_check(cudaMalloc(&p, static_cast<std::size_t>(size)), "cudaMalloc (IPC staging)");
+  return p;
+}
+void device_free(void* p) { cudaFree(p); }
+BufferPool& device_pool() {
+  static auto* p = new BufferPool(device_alloc, device_free);
   return *p;
 }
 
