@@ -111,6 +111,26 @@ bool starts_at_buffer(MPI_Datatype type) {
 }
 }  // namespace
 
+namespace hot {
+bool gpu = false;
+bool stubs_on = false;
+bool host_sends = false;
+std::atomic<int> stubs{0}, detached{0}, early{0};
+std::atomic<std::size_t> pending{0};
+NamedSize named[kMaxNamed];
+int named_count = 0;
+
+void init() {
+  int n = 0;
+  for (const Named& t : named_types())
+    if (n < kMaxNamed) named[n++] = {t.type, t.size};
+  named_count = n;
+  gpu = ferry::gpu::available();
+  stubs_on = ipc::enabled();
+  host_sends = ipc::enabled() && ipc::host_protocol_test();
+}
+}  // namespace hot
+
 int type_size(MPI_Datatype type) {
   for (const Named& n : named_types())
     if (n.type == type) return n.size;
@@ -277,7 +297,7 @@ void unpack_arrived(const void* staging, const MPI_Status* st, void* buf, const 
 
 void Requests::count_stub(const Pending& p, int delta) {
   if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active))
-    stubs_.fetch_add(delta, std::memory_order_acq_rel);
+    hot::stubs.fetch_add(delta, std::memory_order_acq_rel);
 }
 
 Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id) {
@@ -299,7 +319,7 @@ void Requests::add(MPI_Request r, Pending p) {
   p.id = ++next_id_;
   count_stub(p, 1);
   table_.emplace(r, std::move(p));  // after any entry with the same handle: oldest first
-  size_.store(table_.size(), std::memory_order_release);
+  hot::pending.store(table_.size(), std::memory_order_release);
 }
 
 bool Requests::contains(MPI_Request r) {
@@ -343,7 +363,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
     } else {
       p = std::move(it->second);
       table_.erase(it);
-      size_.store(table_.size(), std::memory_order_release);
+      hot::pending.store(table_.size(), std::memory_order_release);
     }
   }
   int rc = MPI_SUCCESS;
@@ -424,12 +444,12 @@ bool Requests::detach(MPI_Request r) {
   if (it->second.persistent && !it->second.active) return false;  // inactive: freed at once
   it->second.detached = true;
   it->second.owner = std::this_thread::get_id();  // the handle is now only Ferry's, in this thread
-  detached_.fetch_add(1);
+  hot::detached.fetch_add(1);
   return true;
 }
 
 void Requests::drain() {
-  while (detached_.load() > 0) progress(true);
+  while (hot::detached.load() > 0) progress(true);
 }
 
 void Requests::progress(bool all_threads) {
@@ -454,7 +474,7 @@ void Requests::progress(bool all_threads) {
     MPI_Status st;
     if (PMPI_Test(&h, &flag, &st) != MPI_SUCCESS) {  // it ended in an error nobody can be told
       drop(r);
-      detached_.fetch_sub(1);
+      hot::detached.fetch_sub(1);
       continue;
     }
     if (!flag) continue;
@@ -477,7 +497,7 @@ void Requests::progress(bool all_threads) {
       forget_persistent(r);
       PMPI_Request_free(&h);
     }
-    detached_.fetch_sub(1);
+    hot::detached.fetch_sub(1);
   }
   for (auto [r, id] : candidates) {
     int flag = 0;
@@ -561,7 +581,7 @@ void Requests::drop(MPI_Request r) {
     }
     staging = it->second.staging;
     table_.erase(it);
-    size_.store(table_.size(), std::memory_order_release);
+    hot::pending.store(table_.size(), std::memory_order_release);
   }
   pool().put(staging);
 }
@@ -575,7 +595,7 @@ int Requests::forget_persistent(MPI_Request r) {
     if (it->second.active) return 2;
     staging = it->second.staging;
     table_.erase(it);
-    size_.store(table_.size(), std::memory_order_release);
+    hot::pending.store(table_.size(), std::memory_order_release);
   }
   pool().put(staging);
   return 1;

@@ -7,6 +7,8 @@
 #include <ferry/registry.hpp>
 #include <mpi.h>
 
+#include "pack/host_pages.hpp"
+
 #include <atomic>
 #include <functional>
 #include <initializer_list>
@@ -64,6 +66,63 @@ struct Staged {
 
 // MPI_Type_size, without a call into MPI for the named types.
 int type_size(MPI_Datatype type);
+
+// The host fast path. Every host-buffer call pays for deciding that Ferry has nothing to do; the
+// ping-pong of 8-byte host messages must stay within 3 % of plain MPI (about 10 ns). So the
+// decision reads a few globals of this library (hidden: direct loads, no call) and the pointer
+// cache, and the MPI_* function then tail-calls PMPI_*. Anything else takes the full path.
+namespace hot {
+// Set once by init() (MPI_Init*); false before, which sends every call down the full path.
+extern bool gpu;          // the GPU engine is available: buffers need a pointer check
+extern bool stubs_on;     // the stub protocol is on: receives may get stubs
+extern bool host_sends;   // FERRY_PROTOCOL_TEST: host sends take the protocol path
+// Receives that may hold a stub and are not finished, requests freed while active, messages taken
+// early by probes: while any exist, calls serve them and look for them.
+extern std::atomic<int> stubs, detached, early;
+extern std::atomic<std::size_t> pending;  // entries in the request table (Requests)
+inline bool no_requests() { return pending.load(std::memory_order_acquire) == 0; }
+struct NamedSize {
+  MPI_Datatype type;
+  int size;
+};
+constexpr int kMaxNamed = 32;
+extern NamedSize named[kMaxNamed];  // the named types, most used first (init())
+extern int named_count;
+
+void init();
+
+inline bool quiet() {
+  return stubs.load(std::memory_order_acquire) == 0 && detached.load(std::memory_order_acquire) == 0 &&
+         early.load(std::memory_order_acquire) == 0;
+}
+// The size of a named type (whose data starts at the buffer); -1 for any other.
+inline int named_size(MPI_Datatype type) {
+  for (int i = 0; i < named_count; ++i)
+    if (named[i].type == type) return named[i].size;
+  return -1;
+}
+// True when `count` elements of the named type `type` at `buf` are known to be host memory (for a
+// derived type or an unknown page: false, and the full path decides).
+inline bool host_buffer(const void* buf, int count, int size) {
+  return !gpu || count <= 0 || size == 0 || ferry::gpu::host_pages::known(buf);
+}
+// A send needs nothing of Ferry.
+inline bool plain_send(const void* buf, int count, MPI_Datatype type) {
+  if (!quiet() || host_sends) return false;
+  if (!gpu) return true;
+  const int size = named_size(type);
+  return size >= 0 && host_buffer(buf, count, size);
+}
+// A receive needs nothing of Ferry: besides the above, no stub can arrive in it, because the
+// protocol is off or the buffer is smaller than `min_stub_capacity` (ipc::may_get_stub).
+inline bool plain_recv(const void* buf, int count, MPI_Datatype type, i64 min_stub_capacity) {
+  if (!quiet()) return false;
+  if (!gpu && !stubs_on) return true;
+  const int size = named_size(type);
+  if (size < 0 || (stubs_on && count > 0 && static_cast<i64>(count) * size >= min_stub_capacity)) return false;
+  return host_buffer(buf, count, size);
+}
+}  // namespace hot
 
 // The buffer holds `count` elements of `type` in device (or managed) memory.
 bool on_device(const void* buf, int count, MPI_Datatype type);
@@ -181,7 +240,7 @@ inline Pending staged_pending(bool recv, const void* buf, int count,
 class Requests {
  public:
   void add(MPI_Request r, Pending p);
-  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
+  bool empty() const { return hot::no_requests(); }
   bool contains(MPI_Request r);
   // MPI_Cancel may go to MPI (false for IPC sends, whose receiver may already be reading).
   bool cancellable(MPI_Request r);
@@ -193,7 +252,7 @@ class Requests {
   // Receives that may hold an IPC stub and are not finished yet: while there are any, blocking
   // calls poll (progress) instead of blocking inside the MPI.
   bool polling() const {
-    return stubs_.load(std::memory_order_acquire) > 0 || detached_.load(std::memory_order_acquire) > 0;
+    return hot::stubs.load(std::memory_order_acquire) > 0 || hot::detached.load(std::memory_order_acquire) > 0;
   }
   // MPI_Request_free of an active request of ours: MPI must return at once, so Ferry keeps the
   // handle and completes the request (unpack, acknowledgement) in progress. False if not ours.
@@ -230,9 +289,6 @@ class Requests {
   std::mutex mutex_;
   std::recursive_mutex stub_mutex_;  // one IPC fetch at a time, by progress or by completion
   Table table_;
-  std::atomic<std::size_t> size_{0};
-  std::atomic<int> stubs_{0};
-  std::atomic<int> detached_{0};
 };
 
 // Blocking forms that serve pending IPC receives while they wait (plain PMPI when none pend).

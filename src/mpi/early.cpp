@@ -23,11 +23,11 @@ struct Message {
 
 class Store {
  public:
-  bool any() const { return size_.load(std::memory_order_acquire) > 0; }
+  bool any() const { return hot::early.load(std::memory_order_acquire) > 0; }
   void push(std::unique_ptr<Message> m) {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(m));
-    size_.fetch_add(1);
+    hot::early.fetch_add(1);
   }
   // The oldest message matching (source, tag) on comm, removed; null if none.
   std::unique_ptr<Message> take(int source, int tag, MPI_Comm comm) {
@@ -39,7 +39,7 @@ class Store {
         continue;
       auto out = std::move(*it);
       queue_.erase(it);
-      size_.fetch_sub(1);
+      hot::early.fetch_sub(1);
       return out;
     }
     return nullptr;
@@ -61,14 +61,14 @@ class Store {
     std::lock_guard lock(mutex_);
     Message* raw = m.release();
     handles_.insert(raw);
-    size_.fetch_add(1);
+    hot::early.fetch_add(1);
     return reinterpret_cast<MPI_Message>(raw);
   }
   std::unique_ptr<Message> redeem(MPI_Message h) {
     std::lock_guard lock(mutex_);
     auto* raw = reinterpret_cast<Message*>(h);
     if (!handles_.erase(raw)) return nullptr;
-    size_.fetch_sub(1);
+    hot::early.fetch_sub(1);
     return std::unique_ptr<Message>(raw);
   }
 
@@ -76,7 +76,6 @@ class Store {
   std::mutex mutex_;
   std::deque<std::unique_ptr<Message>> queue_;
   std::set<Message*> handles_;
-  std::atomic<int> size_{0};
 };
 Store& store() {
   static auto* s = new Store();

@@ -349,26 +349,28 @@ void say_initialized(const char* how) {
 
 }  // namespace
 
+#define FERRY_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 
 // For programs and tools that want to know whether the interposer is loaded.
-int ferry_mpi_loaded(void) { return 1; }
+FERRY_EXPORT int ferry_mpi_loaded(void) { return 1; }
 // Messages this process sent and received over CUDA IPC so far.
-long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
-long ferry_mpi_ipc_received(void) { return ipc::received(); }
+FERRY_EXPORT long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
+FERRY_EXPORT long ferry_mpi_ipc_received(void) { return ipc::received(); }
 // Messages this process sent pipelined (chunks staged while MPI moves the ones before).
-long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
+FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
 // Forces the method ("staged", "pipelined", "ipc") or the staging pack ("device", "one_shot") of
 // the messages that follow, for measurements; NULL gives the choice back to the model. Returns 0,
 // or -1 for a name it does not know.
-int ferry_mpi_force_method(const char* name) {
+FERRY_EXPORT int ferry_mpi_force_method(const char* name) {
   if (!name) return ipc::force_method(std::nullopt), 0;
   auto m = ferry::model::method_named(name);
   if (!m) return -1;
   ipc::force_method(m);
   return 0;
 }
-int ferry_mpi_force_pack(const char* name) {
+FERRY_EXPORT int ferry_mpi_force_pack(const char* name) {
   if (!name) return ipc::force_pack(std::nullopt), 0;
   auto p = ferry::model::pack_named(name);
   if (!p) return -1;
@@ -380,6 +382,7 @@ int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) {
     ipc::init();
+    hot::init();
     say_initialized("MPI_Init");
   }
   return rc;
@@ -389,6 +392,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) {
     ipc::init();
+    hot::init();
     say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
   }
   return rc;
@@ -466,23 +470,29 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
 }
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Send(buf, count, type, dest, tag, comm);
   return send(kSend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
   return send(kSsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
   return send(kRsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
   return send(kBsend, buf, count, type, dest, tag, comm);
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
              MPI_Status* status) {
+  if (hot::plain_recv(buf, count, type, ipc::kStubBytes))
+    return PMPI_Recv(buf, count, type, source, tag, comm, status);
   return recv(buf, count, type, source, tag, comm, status);
 }
 
@@ -538,6 +548,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
 }
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (hot::quiet() && !hot::stubs_on) return PMPI_Iprobe(source, tag, comm, flag, status);
   serve();
   if (!ipc::enabled()) return PMPI_Iprobe(source, tag, comm, flag, status);
   return probe(source, tag, comm, flag, nullptr, status, false);
@@ -636,26 +647,32 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, request);
   return isend(kSend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Issend(buf, count, type, dest, tag, comm, request);
   return isend(kSsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
   return isend(kRsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
+  if (hot::plain_send(buf, count, type)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
   return isend(kBsend, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
+  if (hot::plain_recv(buf, count, type, ipc::kMinBytes))
+    return PMPI_Irecv(buf, count, type, source, tag, comm, request);
   if (early::any()) {  // a message a probe took early completes the receive at once
     MPI_Status st;
     int rc = MPI_SUCCESS;
@@ -708,7 +725,7 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, 
 // A persistent send packs before MPI starts it; a request becomes active in Ferry's table only
 // once MPI has started it (so progress never asks MPI about a request that is not started).
 int MPI_Start(MPI_Request* request) {
-  if (requests().empty() || !request) return PMPI_Start(request);
+  if (hot::no_requests() || !request) return PMPI_Start(request);
   const MPI_Request r = *request;
   try {
     requests().start(r);
@@ -721,7 +738,7 @@ int MPI_Start(MPI_Request* request) {
 }
 
 int MPI_Startall(int count, MPI_Request requests_[]) {
-  if (requests().empty()) return PMPI_Startall(count, requests_);
+  if (hot::no_requests()) return PMPI_Startall(count, requests_);
   std::vector<MPI_Request> orig(requests_, requests_ + (count > 0 ? count : 0));
   try {
     for (MPI_Request r : orig) requests().start(r);
@@ -735,7 +752,7 @@ int MPI_Startall(int count, MPI_Request requests_[]) {
 }
 
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  if (requests().empty()) return PMPI_Wait(request, status);
+  if (hot::no_requests()) return PMPI_Wait(request, status);
   const MPI_Request orig = *request;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -753,7 +770,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 }
 
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  if (requests().empty()) return PMPI_Test(request, flag, status);
+  if (hot::no_requests()) return PMPI_Test(request, flag, status);
   serve();
   const MPI_Request orig = *request;
   MPI_Status local;
@@ -774,7 +791,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
 // The "all", "any" and "some" forms: when IPC receives are pending, the wait is a loop of the
 // test form that serves them.
 int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
-  if (requests().empty()) return PMPI_Waitall(count, requests_, statuses);
+  if (hot::no_requests()) return PMPI_Waitall(count, requests_, statuses);
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
   int rc;
@@ -798,7 +815,7 @@ int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
 }
 
 int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status statuses[]) {
-  if (requests().empty()) return PMPI_Testall(count, requests_, flag, statuses);
+  if (hot::no_requests()) return PMPI_Testall(count, requests_, flag, statuses);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
@@ -813,7 +830,7 @@ int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status status
 }
 
 int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* status) {
-  if (requests().empty()) return PMPI_Waitany(count, requests_, index, status);
+  if (hot::no_requests()) return PMPI_Waitany(count, requests_, index, status);
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -840,7 +857,7 @@ int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* stat
 }
 
 int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_Status* status) {
-  if (requests().empty()) return PMPI_Testany(count, requests_, index, flag, status);
+  if (hot::no_requests()) return PMPI_Testany(count, requests_, index, flag, status);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
@@ -859,7 +876,7 @@ int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_S
 
 int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-  if (requests().empty()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
+  if (hot::no_requests()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
   int rc;
@@ -883,7 +900,7 @@ int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indice
 
 int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-  if (requests().empty()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
+  if (hot::no_requests()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
@@ -901,14 +918,14 @@ int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indice
 // then completes normally and MPI_Test_cancelled says false). Everything else goes to MPI; a
 // cancelled staged receive unpacks nothing.
 int MPI_Cancel(MPI_Request* request) {
-  if (request && !requests().empty() && !requests().cancellable(*request)) return MPI_SUCCESS;
+  if (request && !hot::no_requests() && !requests().cancellable(*request)) return MPI_SUCCESS;
   return PMPI_Cancel(request);
 }
 
 // A completed receive's buffer is the application's once MPI says so here too: Ferry puts staged
 // or IPC data in place before reporting completion.
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-  if (requests().empty() || request == MPI_REQUEST_NULL)
+  if (hot::no_requests() || request == MPI_REQUEST_NULL)
     return PMPI_Request_get_status(request, flag, status);
   serve();
   MPI_Status local;
@@ -927,7 +944,7 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
 // MPI_Request_free returns at once: an active request of ours stays with Ferry, which completes
 // it (unpacks a receive, finishes an IPC send) in progress; an inactive persistent one is forgotten.
 int MPI_Request_free(MPI_Request* request) {
-  if (request && *request != MPI_REQUEST_NULL && !requests().empty()) {
+  if (request && *request != MPI_REQUEST_NULL && !hot::no_requests()) {
     const MPI_Request r = *request;
     if (requests().forget_persistent(r) == 1) return PMPI_Request_free(request);
     if (requests().detach(r)) {

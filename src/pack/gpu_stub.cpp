@@ -1,9 +1,13 @@
 // The GPU engine's stand-in for builds without CUDA: nothing is reachable, every call says why.
 #include <ferry/gpu.hpp>
 
+#include "pack/host_pages.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::gpu {
+
+// Never filled: nothing is GPU memory here (host_pages.hpp).
+std::atomic<std::uintptr_t> host_pages::table[host_pages::kSlots] = {};
 
 namespace {
 [[noreturn]] void no_cuda() {

@@ -17,15 +17,18 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "pack/host_pages.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::gpu {
+
+std::atomic<std::uintptr_t> host_pages::table[host_pages::kSlots] = {};
+
 namespace {
 
 using GetAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
@@ -45,28 +48,6 @@ bool cache_enabled() {
     return !(e && e[0] == '0');
   }();
   return on;
-}
-
-constexpr int kPageBits = 12;
-constexpr std::size_t kHostSlots = 4096;
-
-class PointerCache {
- public:
-  bool host_page(std::uintptr_t a) const {
-    const std::uintptr_t page = a >> kPageBits;
-    return host_[page % kHostSlots].load(std::memory_order_relaxed) == page + 1;
-  }
-  void add_host_page(std::uintptr_t a) {
-    const std::uintptr_t page = a >> kPageBits;
-    host_[page % kHostSlots].store(page + 1, std::memory_order_relaxed);
-  }
- private:
-  std::array<std::atomic<std::uintptr_t>, kHostSlots> host_{};
-};
-
-PointerCache& cache() {
-  static auto* c = new PointerCache();
-  return *c;
 }
 
 }  // namespace
@@ -111,11 +92,10 @@ Allocation allocation_of(const void* p) {
 
 Memory memory_of(const void* p) {
   if (p == nullptr || !available()) return Memory::host;
-  const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const bool use_cache = cache_enabled();
-  if (use_cache && cache().host_page(addr)) return Memory::host;
+  if (use_cache && host_pages::known(p)) return Memory::host;
   const Allocation a = allocation_of(p);
-  if (use_cache && a.kind == Memory::host) cache().add_host_page(addr);
+  if (use_cache && a.kind == Memory::host) host_pages::add(p);
   return a.kind;
 }
 
