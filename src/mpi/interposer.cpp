@@ -55,8 +55,11 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
   return rc == MPI_SUCCESS ? wait_serving(&r, MPI_STATUS_IGNORE) : rc;
 }
 
+// The full paths below are kept out of line, so that the MPI_* functions' fast path (hot::) is a
+// few loads and a tail call, without their stack frames.
+
 // A blocking send: host buffers straight through; GPU data over IPC or packed into staging.
-int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+[[gnu::noinline]] int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
          MPI_Comm comm) {
   if (!on_device(buf, count, type)) {
     int rc = MPI_SUCCESS;
@@ -79,7 +82,7 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
   }
 }
 
-int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+[[gnu::noinline]] int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
           MPI_Comm comm, MPI_Request* request) {
   serve();
   if (!on_device(buf, count, type)) return k.nonblocking(buf, count, type, dest, tag, comm, request);
@@ -151,8 +154,8 @@ int recv_bytes(void* buf, int count, MPI_Datatype type, int source, int tag, MPI
   return rc == MPI_SUCCESS ? wait_serving(&r, st) : rc;
 }
 
-int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-         MPI_Status* status) {
+[[gnu::noinline]] int recv(void* buf, int count, MPI_Datatype type, int source, int tag,
+                           MPI_Comm comm, MPI_Status* status) {
   const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm, true);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -498,8 +501,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 
 // Probes: a stub-sized message from a same-node process is taken early so the status can say
 // its real size (early.hpp); messages taken early answer probes first.
-static int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
-                 MPI_Status* status, bool blocking) {
+[[gnu::noinline]] static int probe(int source, int tag, MPI_Comm comm, int* flag,
+                                   MPI_Message* message, MPI_Status* status, bool blocking) {
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   try {
@@ -527,6 +530,17 @@ static int probe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* mes
   }
 }
 
+// MPI_Iprobe found a message (`st`) and nothing was pending: a stub-sized one from a same-node
+// process is taken early.
+[[gnu::noinline]] static int found(MPI_Comm comm, MPI_Status* st) {
+  try {
+    bool taken = false;
+    return early::after_probe(comm, st, nullptr, &taken);
+  } catch (const ferry::Error& e) {
+    return report(comm, e);
+  }
+}
+
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
   int flag = 0;
   if (!ipc::enabled() && !requests().polling())
@@ -548,7 +562,14 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
 }
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-  if (hot::quiet() && !hot::stubs_on) return PMPI_Iprobe(source, tag, comm, flag, status);
+  // Polling with nothing to serve or take: MPI answers; only a message it finds may be a stub.
+  if (hot::quiet()) {
+    if (!hot::stubs_on) return PMPI_Iprobe(source, tag, comm, flag, status);
+    MPI_Status local;
+    MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    const int rc = PMPI_Iprobe(source, tag, comm, flag, st);
+    return rc == MPI_SUCCESS && *flag ? found(comm, st) : rc;
+  }
   serve();
   if (!ipc::enabled()) return PMPI_Iprobe(source, tag, comm, flag, status);
   return probe(source, tag, comm, flag, nullptr, status, false);
@@ -669,10 +690,9 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
   return isend(kBsend, buf, count, type, dest, tag, comm, request);
 }
 
-int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  if (hot::plain_recv(buf, count, type, ipc::kMinBytes))
-    return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+// MPI_Irecv's full path: messages taken early, GPU buffers, receives that may get a stub.
+[[gnu::noinline]] static int irecv_full(void* buf, int count, MPI_Datatype type, int source, int tag,
+                                        MPI_Comm comm, MPI_Request* request) {
   if (early::any()) {  // a message a probe took early completes the receive at once
     MPI_Status st;
     int rc = MPI_SUCCESS;
@@ -689,6 +709,13 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
                [&](void* b, int n, MPI_Datatype ty) {
                  return PMPI_Irecv(b, n, ty, source, tag, comm, request);
                });
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  if (hot::plain_recv(buf, count, type, ipc::kMinBytes))
+    return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+  return irecv_full(buf, count, type, source, tag, comm, request);
 }
 
 // Persistent sends stay staged: each MPI_Start packs into the request's own staging buffer.
