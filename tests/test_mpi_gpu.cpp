@@ -396,6 +396,73 @@ TEST_F(MpiGpu, IpcSameNode) {
   MPI_Barrier(pair_comm());
 }
 
+// Persistent requests on large device buffers, as halo codes use them: each start of a send goes
+// over IPC (the request's own MPI handle stays inactive, a stand-in does the work), completed by
+// every kind of wait, the handles unchanged; a request freed while its start is under way still
+// delivers.
+TEST_F(MpiGpu, PersistentIpcSends) {
+  const int me = pair_rank(), other = 1 - me;
+  const std::size_t n = 1 << 18;  // 2 MiB of doubles
+  MPI_Datatype halves;  // a derived type, freed right after the inits
+  MPI_Type_vector(static_cast<int>(n / 2), 1, 2, MPI_DOUBLE, &halves);
+  MPI_Type_commit(&halves);
+  Device src(n), dst(n), dst2(n);
+  const long sent0 = ferry_mpi_ipc_sent();
+  MPI_Request r[3];
+  ASSERT_EQ(MPI_Recv_init(dst.p, static_cast<int>(n), MPI_DOUBLE, other, 31, pair_comm(), &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(src.p, static_cast<int>(n), MPI_DOUBLE, other, 31, pair_comm(), &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(src.p, 1, halves, other, 32, pair_comm(), &r[2]), MPI_SUCCESS);
+  MPI_Type_free(&halves);
+  for (int iter = 0; iter < 5; ++iter) {
+    std::vector<double> host = values(me * 10 + iter, n);
+    CUDA_OK(cudaMemcpy(src.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dst.p, 0, n * sizeof(double)));
+    CUDA_OK(cudaMemset(dst2.p, 0, n * sizeof(double)));
+    const MPI_Request keep[3] = {r[0], r[1], r[2]};
+    MPI_Request second;  // the strided message, received contiguous
+    ASSERT_EQ(MPI_Irecv(dst2.p, static_cast<int>(n / 2), MPI_DOUBLE, other, 32, pair_comm(), &second),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Startall(3, r), MPI_SUCCESS);
+    if (iter == 0) {
+      ASSERT_EQ(MPI_Waitall(3, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    } else if (iter == 1) {
+      for (int left = 3; left > 0; --left) {
+        int index = -1;
+        ASSERT_EQ(MPI_Waitany(3, r, &index, MPI_STATUS_IGNORE), MPI_SUCCESS);
+        ASSERT_NE(index, MPI_UNDEFINED) << "a started request must count as active";
+      }
+    } else if (iter == 2) {
+      int flag = 0;
+      while (!flag) ASSERT_EQ(MPI_Testall(3, r, &flag, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    } else {
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(MPI_Wait(&r[i], MPI_STATUS_IGNORE), MPI_SUCCESS);
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(r[i], keep[i]) << "a persistent request keeps its handle";
+    ASSERT_EQ(MPI_Wait(&second, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    std::vector<double> back(n), back2(n / 2);
+    CUDA_OK(cudaMemcpy(back.data(), dst.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(back2.data(), dst2.p, n / 2 * sizeof(double), cudaMemcpyDeviceToHost));
+    const std::vector<double> want = values(other * 10 + iter, n);
+    ASSERT_EQ(back, want) << "iteration " << iter;
+    for (std::size_t i = 0; i < n / 2; ++i) ASSERT_EQ(back2[i], want[2 * i]) << "iteration " << iter;
+  }
+  EXPECT_GE(ferry_mpi_ipc_sent() - sent0, 10) << "the persistent sends went over IPC";
+  // Started, then freed before completion: the receiver still gets the data.
+  std::vector<double> host = values(me * 10 + 9, n);
+  CUDA_OK(cudaMemcpy(src.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  ASSERT_EQ(MPI_Start(&r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Request_free(&r[1]), MPI_SUCCESS);
+  EXPECT_EQ(r[1], MPI_REQUEST_NULL);
+  ASSERT_EQ(MPI_Start(&r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&r[0], MPI_STATUS_IGNORE), MPI_SUCCESS);
+  std::vector<double> back(n);
+  CUDA_OK(cudaMemcpy(back.data(), dst.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(back, values(other * 10 + 9, n));
+  ASSERT_EQ(MPI_Request_free(&r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Request_free(&r[2]), MPI_SUCCESS);
+  MPI_Barrier(pair_comm());
+}
+
 // Windows of Isend/Irecv both ways completed by Waitall, and a blocking send whose receiver
 // posted an Irecv and then blocks in a send of its own before waiting: the sender's IPC send must
 // still complete (the receiver serves its pending receive while it blocks).

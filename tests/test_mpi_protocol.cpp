@@ -8,6 +8,7 @@
 
 #include "mpi_pairs.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -161,6 +162,105 @@ TEST_F(Protocol, ProbesReportTheRealSize) {
       want.resize(kN, -1.0);
       ASSERT_EQ(got, want) << "receive " << k;
     }
+  }
+  MPI_Barrier(pair_comm());
+}
+
+// A persistent receive whose message a probe already took (Ferry received it early to tell its
+// size): MPI_Start delivers it at once, and every kind of completion sees it, with the right
+// status; the request stays usable for messages that come the normal way. Messages: a pipelined
+// one (a stub) and a 136-byte ordinary one (stub-sized, so taken early as well).
+TEST_F(Protocol, PersistentReceivesGetMessagesTakenEarly) {
+  const int other = 1 - pair_rank();
+  constexpr int kSmall = 17;  // doubles: 136 bytes, a stub's size
+  if (pair_rank() == 0) {
+    for (int k = 0; k < 5; ++k) {
+      auto big = pattern(0, 40 + k);
+      ASSERT_EQ(MPI_Send(big.data(), kN, MPI_DOUBLE, other, 60, pair_comm()), MPI_SUCCESS);
+      auto small = pattern(0, 50 + k, kSmall);
+      ASSERT_EQ(MPI_Send(small.data(), kSmall, MPI_DOUBLE, other, 61, pair_comm()), MPI_SUCCESS);
+      MPI_Barrier(pair_comm());
+    }
+  } else {
+    std::vector<double> big(kN + 8, -1.0), small(kSmall + 3, -1.0);
+    MPI_Datatype pair;  // freed right away: the requests keep what they need
+    MPI_Type_contiguous(1, MPI_DOUBLE, &pair);
+    MPI_Type_commit(&pair);
+    MPI_Request r[2];
+    ASSERT_EQ(MPI_Recv_init(big.data(), kN + 8, pair, other, 60, pair_comm(), &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv_init(small.data(), kSmall + 3, MPI_DOUBLE, MPI_ANY_SOURCE, 61, pair_comm(), &r[1]),
+              MPI_SUCCESS);
+    MPI_Type_free(&pair);
+    for (int k = 0; k < 5; ++k) {
+      std::fill(big.begin(), big.end(), -1.0);
+      std::fill(small.begin(), small.end(), -1.0);
+      // The sender's blocking send of the large message may wait for its receive (as in any
+      // MPI), so the small one is probed only after the large one's receive has started.
+      MPI_Status ps;
+      if (k == 3) {  // one started from a message taken early, the other in MPI
+        ASSERT_EQ(MPI_Probe(other, 60, pair_comm(), &ps), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Startall(2, r), MPI_SUCCESS);
+      } else {
+        if (k != 2) ASSERT_EQ(MPI_Probe(other, 60, pair_comm(), &ps), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Start(&r[0]), MPI_SUCCESS);
+        if (k != 2) ASSERT_EQ(MPI_Probe(MPI_ANY_SOURCE, 61, pair_comm(), &ps), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Start(&r[1]), MPI_SUCCESS);
+      }  // round 2: no probe, both come through MPI
+      MPI_Request keep[2] = {r[0], r[1]};
+      MPI_Status st[2];
+      if (k == 0 || k == 2) {
+        ASSERT_EQ(MPI_Waitall(2, r, st), MPI_SUCCESS);
+      } else if (k == 1) {  // "any": an inactive request would count as null there
+        int index = -1;
+        ASSERT_EQ(MPI_Waitany(2, r, &index, &st[0]), MPI_SUCCESS);
+        ASSERT_NE(index, MPI_UNDEFINED);
+        int other_index = 1 - index;
+        ASSERT_EQ(MPI_Wait(&r[other_index], &st[1]), MPI_SUCCESS);
+        if (index == 1) std::swap(st[0], st[1]);
+      } else if (k == 3) {  // "some", polled
+        int done = 0, got[2] = {0, 0};
+        while (done < 2) {
+          int out = 0, idx[2];
+          MPI_Status ss[2];
+          ASSERT_EQ(MPI_Testsome(2, r, &out, idx, ss), MPI_SUCCESS);
+          ASSERT_NE(out, MPI_UNDEFINED) << "both requests must count as active";
+          for (int j = 0; j < out; ++j) {
+            st[idx[j]] = ss[j];
+            ++got[idx[j]];
+            ++done;
+          }
+        }
+        EXPECT_EQ(got[0], 1);
+        EXPECT_EQ(got[1], 1);
+      } else {
+        int flag = 0;
+        while (!flag) ASSERT_EQ(MPI_Request_get_status(r[1], &flag, &st[1]), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r[0], &st[0]), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Test(&r[1], &flag, &st[1]), MPI_SUCCESS);
+        EXPECT_TRUE(flag);
+      }
+      EXPECT_EQ(r[0], keep[0]) << "a persistent request keeps its handle";
+      EXPECT_EQ(r[1], keep[1]);
+      int count = 0;
+      MPI_Get_count(&st[0], MPI_DOUBLE, &count);
+      EXPECT_EQ(count, kN) << "round " << k;
+      MPI_Get_count(&st[1], MPI_DOUBLE, &count);
+      EXPECT_EQ(count, kSmall) << "round " << k;
+      EXPECT_EQ(st[0].MPI_SOURCE, other);
+      EXPECT_EQ(st[1].MPI_SOURCE, other);
+      EXPECT_EQ(st[0].MPI_TAG, 60);
+      EXPECT_EQ(st[1].MPI_TAG, 61);
+      auto want_big = pattern(0, 40 + k);
+      want_big.resize(kN + 8, -1.0);
+      auto want_small = pattern(0, 50 + k, kSmall);
+      want_small.resize(kSmall + 3, -1.0);
+      EXPECT_EQ(big, want_big) << "round " << k;
+      EXPECT_EQ(small, want_small) << "round " << k;
+      MPI_Barrier(pair_comm());
+    }
+    ASSERT_EQ(MPI_Request_free(&r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Request_free(&r[1]), MPI_SUCCESS);
+    EXPECT_EQ(r[0], MPI_REQUEST_NULL);
   }
   MPI_Barrier(pair_comm());
 }

@@ -117,6 +117,7 @@ bool stubs_on = false;
 bool host_sends = false;
 std::atomic<int> stubs{0}, detached{0}, early{0};
 std::atomic<std::size_t> pending{0};
+std::atomic<int> remembered{0}, remembered_sends{0}, stand_ins{0};
 NamedSize named[kMaxNamed];
 int named_count = 0;
 

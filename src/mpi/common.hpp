@@ -81,6 +81,11 @@ extern bool host_sends;   // FERRY_PROTOCOL_TEST: host sends take the protocol p
 extern std::atomic<int> stubs, detached, early;
 extern std::atomic<std::size_t> pending;  // entries in the request table (Requests)
 inline bool no_requests() { return pending.load(std::memory_order_acquire) == 0; }
+// Persistent requests Ferry may start itself (persistent.hpp): remembered ones, the sends among
+// them, and those whose stand-in request is active now.
+extern std::atomic<int> remembered, remembered_sends, stand_ins;
+// No request of Ferry's and no stand-in: waits and tests go straight to MPI.
+inline bool idle() { return no_requests() && stand_ins.load(std::memory_order_acquire) == 0; }
 struct NamedSize {
   MPI_Datatype type;
   int size;

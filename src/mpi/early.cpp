@@ -89,14 +89,9 @@ void announce(const Message& m, MPI_Status* st) {
   if (ipc::stub_size(m.bytes.data(), m.ranks, m.status, &bytes)) PMPI_Status_set_elements_x(st, MPI_BYTE, bytes);
 }
 
-int deliver(Message& m, void* buf, int count, MPI_Datatype type, MPI_Status* st) {
+int deliver(Message& m, const Target& to, MPI_Status* st) {
   *st = m.status;
   int rc = MPI_SUCCESS;
-  Target to;
-  to.buf = buf;
-  to.count = count;
-  to.type = ferry::lookup(type);
-  to.device = on_device(buf, count, type);
   if (ipc::finish_recv(to, m.bytes.data(), m.ranks, st, &rc)) return rc;
   // Not a stub: the bytes of an ordinary message, delivered as MPI would.
   const ferry::i64 capacity = to.count * to.type->size();
@@ -108,6 +103,15 @@ int deliver(Message& m, void* buf, int count, MPI_Datatype type, MPI_Status* st)
     return MPI_ERR_TRUNCATE;
   }
   return MPI_SUCCESS;
+}
+
+Target target_of(void* buf, int count, MPI_Datatype type) {
+  Target to;
+  to.buf = buf;
+  to.count = count;
+  to.type = ferry::lookup(type);
+  to.device = on_device(buf, count, type);
+  return to;
 }
 
 struct Done {
@@ -190,9 +194,14 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* st, MPI_Message* mess
 bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Status* st, int* rc) {
   if (!any()) return false;
+  return recv(target_of(buf, count, type), source, tag, comm, st, rc);
+}
+
+bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc) {
+  if (!any()) return false;
   auto m = store().take(source, tag, comm);
   if (!m) return false;
-  *rc = deliver(*m, buf, count, type, st);
+  *rc = deliver(*m, to, st);
   return true;
 }
 
@@ -200,7 +209,7 @@ bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_St
   if (!any() || !message) return false;
   auto m = store().redeem(*message);
   if (!m) return false;
-  *rc = deliver(*m, buf, count, type, st);
+  *rc = deliver(*m, target_of(buf, count, type), st);
   *message = MPI_MESSAGE_NULL;
   return true;
 }

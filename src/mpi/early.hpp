@@ -26,6 +26,8 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* st, MPI_Message* mess
 // Delivers a matching early message into the buffer: true if there was one (*rc, *st set).
 bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Status* st, int* rc);
+// The same into a target (a persistent receive keeps its translated type).
+bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc);
 // The same for a Ferry message handle (from after_probe / probe); false if `message` is MPI's.
 bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc);
 // A request that is already complete with `st` and `rc` (an early message received by MPI_Irecv).

@@ -22,6 +22,7 @@
 #include "mpi/common.hpp"
 #include "mpi/early.hpp"
 #include "mpi/ipc.hpp"
+#include "mpi/persistent.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -263,13 +264,28 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
 
 using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
-int staged_send_init(InitFn init, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                     MPI_Comm comm, MPI_Request* request) {
+// A persistent GPU send: MPI's persistent request on a staging buffer, which each MPI_Start packs
+// into; remembered too, so that a start the model sends over IPC goes that way (persistent.hpp).
+int staged_send_init(InitFn init, ipc::Mode mode, const void* buf, int count, MPI_Datatype type,
+                     int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
-    return post_staged(bytes, staged_pending(false, buf, count, t, true), false, request,
-                       [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
+    const int rc = post_staged(bytes, staged_pending(false, buf, count, t, true), false, request,
+                               [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
+    if (rc == MPI_SUCCESS && ipc::enabled()) {
+      persistent::Args a;
+      a.buf = const_cast<void*>(buf);
+      a.count = count;
+      a.type = t;
+      a.peer = dest;
+      a.tag = tag;
+      a.comm = comm;
+      a.mode = mode;
+      a.device = true;
+      persistent::remember(*request, std::move(a));
+    }
+    return rc;
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
@@ -317,6 +333,7 @@ BarrierComms& barrier_comms() {
 
 // MPI_Comm_free / MPI_Comm_disconnect: what Ferry keeps per communicator goes with it.
 void forget_comm(MPI_Comm comm) {
+  persistent::comm_freed(comm);
   ipc::forget(comm);
   barrier_comms().forget(comm);
 }
@@ -718,41 +735,63 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   return irecv_full(buf, count, type, source, tag, comm, request);
 }
 
-// Persistent sends stay staged: each MPI_Start packs into the request's own staging buffer.
+// Persistent GPU sends: staged (each MPI_Start packs into the request's own staging buffer), or
+// over IPC when the model picks it for the message (persistent.hpp).
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
   if (!on_device(buf, count, type)) return PMPI_Send_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Send_init, buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Send_init, ipc::Mode::standard, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
   if (!on_device(buf, count, type))
     return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Ssend_init, buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Ssend_init, ipc::Mode::sync, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
   if (!on_device(buf, count, type))
     return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Rsend_init, buf, count, type, dest, tag, comm, request);
+  return staged_send_init(PMPI_Rsend_init, ipc::Mode::ready, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
   if (!ipc::enabled() && !on_device(buf, count, type))
     return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
-  return irecv(buf, count, type, source, comm, true, request,
-               [&](void* b, int n, MPI_Datatype ty) {
-                 return PMPI_Recv_init(b, n, ty, source, tag, comm, request);
-               });
+  const int rc = irecv(buf, count, type, source, comm, true, request,
+                       [&](void* b, int n, MPI_Datatype ty) {
+                         return PMPI_Recv_init(b, n, ty, source, tag, comm, request);
+                       });
+  // Remembered while the stub protocol is on: a probe may take its message early (persistent.hpp).
+  if (rc == MPI_SUCCESS && ipc::enabled() && source != MPI_PROC_NULL) {
+    persistent::Args a;
+    a.recv = true;
+    a.buf = buf;
+    a.count = count;
+    a.type = type_or_null(type);
+    a.peer = source;
+    a.tag = tag;
+    a.comm = comm;
+    a.device = on_device(buf, count, type);
+    if (a.type) persistent::remember(*request, std::move(a));
+  }
+  return rc;
 }
 
 // A persistent send packs before MPI starts it; a request becomes active in Ferry's table only
 // once MPI has started it (so progress never asks MPI about a request that is not started).
 int MPI_Start(MPI_Request* request) {
-  if (hot::no_requests() || !request) return PMPI_Start(request);
+  if (!request) return PMPI_Start(request);
+  try {
+    int rc = MPI_SUCCESS;
+    if (persistent::start(*request, &rc)) return rc;
+  } catch (const ferry::Error& e) {
+    return report(MPI_COMM_WORLD, e);
+  }
+  if (hot::no_requests()) return PMPI_Start(request);
   const MPI_Request r = *request;
   try {
     requests().start(r);
@@ -765,21 +804,34 @@ int MPI_Start(MPI_Request* request) {
 }
 
 int MPI_Startall(int count, MPI_Request requests_[]) {
-  if (hot::no_requests()) return PMPI_Startall(count, requests_);
-  std::vector<MPI_Request> orig(requests_, requests_ + (count > 0 ? count : 0));
+  if (hot::no_requests() && hot::remembered_sends.load() == 0 && !early::any())
+    return PMPI_Startall(count, requests_);
+  if (count < 0 || (count > 0 && !requests_)) return PMPI_Startall(count, requests_);
+  // Those Ferry starts itself are left out of MPI's start (MPI starts the rest, in order).
+  std::vector<MPI_Request> rest;
   try {
-    for (MPI_Request r : orig) requests().start(r);
+    for (int i = 0; i < count; ++i) {
+      int rc = MPI_SUCCESS;
+      if (requests_[i] != MPI_REQUEST_NULL && persistent::start(requests_[i], &rc)) {
+        if (rc != MPI_SUCCESS) return rc;
+        continue;
+      }
+      rest.push_back(requests_[i]);
+    }
+    for (MPI_Request r : rest) requests().start(r);
   } catch (const ferry::Error& e) {
     return report(MPI_COMM_WORLD, e);
   }
-  int rc = PMPI_Startall(count, requests_);
+  if (rest.empty()) return MPI_SUCCESS;
+  int rc = PMPI_Startall(static_cast<int>(rest.size()), rest.data());
   if (rc == MPI_SUCCESS)
-    for (MPI_Request r : orig) requests().activate(r);
+    for (MPI_Request r : rest) requests().activate(r);
   return rc;
 }
 
 int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  if (hot::no_requests()) return PMPI_Wait(request, status);
+  if (hot::idle()) return PMPI_Wait(request, status);
+  persistent::Swap swap(1, request);
   const MPI_Request orig = *request;
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -797,7 +849,8 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 }
 
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  if (hot::no_requests()) return PMPI_Test(request, flag, status);
+  if (hot::idle()) return PMPI_Test(request, flag, status);
+  persistent::Swap swap(1, request);
   serve();
   const MPI_Request orig = *request;
   MPI_Status local;
@@ -818,7 +871,8 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
 // The "all", "any" and "some" forms: when IPC receives are pending, the wait is a loop of the
 // test form that serves them.
 int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
-  if (hot::no_requests()) return PMPI_Waitall(count, requests_, statuses);
+  if (hot::idle()) return PMPI_Waitall(count, requests_, statuses);
+  persistent::Swap swap(count, requests_);
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
   int rc;
@@ -842,7 +896,8 @@ int MPI_Waitall(int count, MPI_Request requests_[], MPI_Status statuses[]) {
 }
 
 int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status statuses[]) {
-  if (hot::no_requests()) return PMPI_Testall(count, requests_, flag, statuses);
+  if (hot::idle()) return PMPI_Testall(count, requests_, flag, statuses);
+  persistent::Swap swap(count, requests_);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   Statuses st(count, statuses);
@@ -857,7 +912,8 @@ int MPI_Testall(int count, MPI_Request requests_[], int* flag, MPI_Status status
 }
 
 int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* status) {
-  if (hot::no_requests()) return PMPI_Waitany(count, requests_, index, status);
+  if (hot::idle()) return PMPI_Waitany(count, requests_, index, status);
+  persistent::Swap swap(count, requests_);
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -884,7 +940,8 @@ int MPI_Waitany(int count, MPI_Request requests_[], int* index, MPI_Status* stat
 }
 
 int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_Status* status) {
-  if (hot::no_requests()) return PMPI_Testany(count, requests_, index, flag, status);
+  if (hot::idle()) return PMPI_Testany(count, requests_, index, flag, status);
+  persistent::Swap swap(count, requests_);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + count);
   MPI_Status local;
@@ -903,7 +960,8 @@ int MPI_Testany(int count, MPI_Request requests_[], int* index, int* flag, MPI_S
 
 int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-  if (hot::no_requests()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
+  if (hot::idle()) return PMPI_Waitsome(incount, requests_, outcount, indices, statuses);
+  persistent::Swap swap(incount, requests_);
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
   int rc;
@@ -927,7 +985,8 @@ int MPI_Waitsome(int incount, MPI_Request requests_[], int* outcount, int indice
 
 int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indices[],
                  MPI_Status statuses[]) {
-  if (hot::no_requests()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
+  if (hot::idle()) return PMPI_Testsome(incount, requests_, outcount, indices, statuses);
+  persistent::Swap swap(incount, requests_);
   serve();
   std::vector<MPI_Request> orig(requests_, requests_ + incount);
   Statuses st(incount, statuses);
@@ -945,15 +1004,20 @@ int MPI_Testsome(int incount, MPI_Request requests_[], int* outcount, int indice
 // then completes normally and MPI_Test_cancelled says false). Everything else goes to MPI; a
 // cancelled staged receive unpacks nothing.
 int MPI_Cancel(MPI_Request* request) {
-  if (request && !hot::no_requests() && !requests().cancellable(*request)) return MPI_SUCCESS;
+  if (request && !hot::idle()) {
+    MPI_Request in = persistent::inner(*request);
+    if (in != MPI_REQUEST_NULL) return MPI_Cancel(&in);  // the stand-in is what is under way
+    if (!requests().cancellable(*request)) return MPI_SUCCESS;
+  }
   return PMPI_Cancel(request);
 }
 
 // A completed receive's buffer is the application's once MPI says so here too: Ferry puts staged
 // or IPC data in place before reporting completion.
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-  if (hot::no_requests() || request == MPI_REQUEST_NULL)
+  if (hot::idle() || request == MPI_REQUEST_NULL)
     return PMPI_Request_get_status(request, flag, status);
+  if (MPI_Request in = persistent::inner(request); in != MPI_REQUEST_NULL) request = in;
   serve();
   MPI_Status local;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -971,6 +1035,7 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
 // MPI_Request_free returns at once: an active request of ours stays with Ferry, which completes
 // it (unpacks a receive, finishes an IPC send) in progress; an inactive persistent one is forgotten.
 int MPI_Request_free(MPI_Request* request) {
+  if (request && *request != MPI_REQUEST_NULL) persistent::forget(*request);
   if (request && *request != MPI_REQUEST_NULL && !hot::no_requests()) {
     const MPI_Request r = *request;
     if (requests().forget_persistent(r) == 1) return PMPI_Request_free(request);

@@ -428,18 +428,24 @@ void finalize() {
 
 bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* request, int* rc) {
-  const World& w = world();
-  if (!w.on || count <= 0) return false;
-  const int dw = world_rank(comm, dest);
-  if (dw < 0 || dw == w.rank || w.node_of[static_cast<std::size_t>(dw)] !=
-                                    w.node_of[static_cast<std::size_t>(w.rank)])
-    return false;
+  if (!world().on || count <= 0) return false;
   std::shared_ptr<const ferry::Type> t;
   try {
     t = ferry::lookup(type);
   } catch (const ferry::Error&) {
     return false;
   }
+  return try_send(mode, buf, count, t, dest, tag, comm, request, rc);
+}
+
+bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const ferry::Type>& t,
+              int dest, int tag, MPI_Comm comm, MPI_Request* request, int* rc) {
+  const World& w = world();
+  if (!w.on || count <= 0 || !t) return false;
+  const int dw = world_rank(comm, dest);
+  if (dw < 0 || dw == w.rank || w.node_of[static_cast<std::size_t>(dw)] !=
+                                    w.node_of[static_cast<std::size_t>(w.rank)])
+    return false;
   const i64 bytes = ferry::pack_size(count, *t);
   if (bytes < kMinBytes) return false;
   const char* first = static_cast<const char*>(buf) + t->data_lb(count);

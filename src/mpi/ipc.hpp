@@ -61,6 +61,9 @@ enum class Mode { standard, sync, ready };
 // send, else the request the user waits on. `*rc` is the MPI result.
 bool try_send(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* request, int* rc);
+// The same with the translated type (persistent sends keep it: the application may free its own).
+bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const ferry::Type>& t,
+              int dest, int tag, MPI_Comm comm, MPI_Request* request, int* rc);
 
 // Sends `count` of `type` from device memory pipelined if the method for it is: chunks of whole
 // elements packed into pinned memory while MPI moves the ones before (MPI-ACC); the receiver
