@@ -71,7 +71,11 @@ TEST(Model, BuiltinChoosesByThresholds) {
 
 TEST(Model, PackMethodFromSurfaces) {
   Model m = Model::builtin();
-  EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).pack, Pack::one_shot);  // no surfaces
+  // The built-in surfaces (an H200): one-shot, except for large objects of 1-byte blocks.
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).pack, Pack::one_shot);
+  EXPECT_EQ(m.choose(8 << 20, 1, Locality::same_node).pack, Pack::device);
+  EXPECT_EQ(m.choose(8 << 20, 4096, Locality::same_node).pack, Pack::one_shot);
+  EXPECT_EQ(m.choose(8 << 20, 8 << 20, Locality::same_node).pack, Pack::one_shot);  // dense
   m.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {30, 20}}});
   m.set_surface(Pack::one_shot, Surface{{1024, 1 << 20}, {8, 512}, {{3, 3}, {50, 15}}});
   EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).pack, Pack::device);     // 30 < 50

@@ -157,6 +157,20 @@ Model Model::builtin() {
   m.set_curve(Method::pipelined, Locality::same_node, line(126.8, 25.0));
   m.set_curve(Method::pipelined, Locality::other_node, line(126.8, 25.0));
   m.set_curve(Method::ipc, Locality::same_node, line(19.2, 350.0));
+  // Pack surfaces (µs; object size x contiguous block size) as ferry-measure measured them on an
+  // H200 (docs/img/model_h200_1gpu.json, 2026-11-23): packing on the device and copying once beats
+  // the one-shot kernel over the bus only for large objects of 1-byte blocks.
+  const std::vector<i64> sizes{4096, 65536, 1048576, 8388608}, blocks{1, 8, 64, 512, 4096};
+  m.set_surface(Pack::device, Surface{sizes, blocks,
+                                      {{9.4, 9.0, 15.4, 9.7, 8.3},
+                                       {11.0, 16.5, 12.1, 17.3, 11.6},
+                                       {35.8, 34.6, 34.8, 28.8, 28.7},
+                                       {179.0, 168.2, 168.3, 168.1, 168.4}}});
+  m.set_surface(Pack::one_shot, Surface{sizes, blocks,
+                                        {{8.1, 6.9, 7.0, 7.9, 3.4},
+                                         {8.2, 9.2, 8.1, 8.9, 7.9},
+                                         {33.2, 27.3, 26.8, 26.7, 27.1},
+                                         {244.4, 166.8, 166.5, 166.4, 166.6}}});
   return m;
 }
 
