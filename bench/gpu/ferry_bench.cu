@@ -493,23 +493,34 @@ void family_copy() {
              }), g, 2.0);
     }});
     if (!managed) continue;
-    // Demand paging. H2D: the host writes (pages move to the host), then a kernel reads them.
+    // Demand paging, each repetition on a fresh allocation (untimed): pages that moved back and
+    // forth in earlier repetitions would be pinned on one side by the driver's thrashing
+    // mitigation and then read remotely, which is not what a first touch costs.
+    // H2D: the host writes (pages are placed on the host), then a kernel reads them.
     jobs.push_back({[=, &fill] {
       record("copy", "managed demand H2D", "managed-demand", "H2D", s, repeat([&] {
-               std::memset(m, ++fill & 0xff, z);
-               return gated([&](cudaStream_t a, cudaStream_t) {
-                 read_kernel<<<grid, 256, 0, a>>>(m, s, ctx.sink);
+               char* f = nullptr;
+               CK(cudaMallocManaged(&f, z, cudaMemAttachGlobal));
+               std::memset(f, ++fill & 0xff, z);
+               const double us = gated([&](cudaStream_t a, cudaStream_t) {
+                 read_kernel<<<grid, 256, 0, a>>>(f, s, ctx.sink);
                  CK(cudaGetLastError());
                }, false);
+               CK(cudaFree(f));
+               return us;
              }), g);
     }});
-    // D2H: a kernel writes (pages move to the device), then the host reads them.
+    // D2H: a kernel writes (pages are placed on the device), then the host reads them.
     jobs.push_back({[=, &fill] {
       record("copy", "managed demand D2H", "managed-demand", "D2H", s, repeat([&] {
-               fill_kernel<<<grid, 256, 0, ctx.a>>>(m, s, ++fill & 0xff);
+               char* f = nullptr;
+               CK(cudaMallocManaged(&f, z, cudaMemAttachGlobal));
+               fill_kernel<<<grid, 256, 0, ctx.a>>>(f, s, ++fill & 0xff);
                CK(cudaGetLastError());
                CK(cudaStreamSynchronize(ctx.a));
-               return host_timed([&] { host_read(m, s); });
+               const double us = host_timed([&] { host_read(f, s); });
+               CK(cudaFree(f));
+               return us;
              }), "host");
     }});
     if (!concurrent) continue;

@@ -61,7 +61,7 @@ class Table {
   void comm_freed(MPI_Comm comm) {
     std::lock_guard lock(mutex_);
     for (auto& [r, e] : entries_)
-      if (e.args.comm == comm) e.comm_gone = true;
+      if (!e.args.recv && e.args.comm == comm) e.comm_gone = true;
   }
 
  private:
@@ -87,7 +87,7 @@ bool forget(MPI_Request r) {
 }
 
 void comm_freed(MPI_Comm comm) {
-  if (hot::remembered_sends.load() > 0 || early::any()) table().comm_freed(comm);
+  if (hot::remembered_sends.load() > 0) table().comm_freed(comm);
 }
 
 bool start(MPI_Request r, int* rc) {
