@@ -446,6 +446,41 @@ TEST_F(Protocol, BarrierServesPendingReceives) {
   EXPECT_EQ(MPI_Comm_free(&half), MPI_SUCCESS);
 }
 
+// A receive posted before a blocking collective whose sender blocks in its send until the
+// receiver serves it: the receiver is inside MPI_Allreduce meanwhile (legal MPI: the receive is
+// posted, so the send must complete). Under MPI_THREAD_MULTIPLE Ferry serves it from a helper
+// thread while the collective blocks; otherwise this deadlocks (docs/design.md, Limits).
+TEST_F(Protocol, BlockingCollectivesServeWhileTheyBlock) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+  const int other = 1 - pair_rank();
+  for (int round = 0; round < 3; ++round) {
+    // Rounds 0 and 1: MPI_Allreduce; round 2: MPI_Bcast from the receiver.
+    auto collective = [&](int* sum) {
+      int mine = pair_rank() + 10 * round;
+      if (round < 2) return MPI_Allreduce(&mine, sum, 1, MPI_INT, MPI_SUM, pair_comm());
+      if (pair_rank() == 1) *sum = 1 + 20 * round;
+      return MPI_Bcast(sum, 1, MPI_INT, 1, pair_comm());
+    };
+    int sum = -1;
+    if (pair_rank() == 0) {
+      auto v = pattern(0, 70 + round);
+      ASSERT_EQ(MPI_Send(v.data(), kN, MPI_DOUBLE, other, 80, pair_comm()), MPI_SUCCESS);
+      ASSERT_EQ(collective(&sum), MPI_SUCCESS);
+    } else {
+      std::vector<double> got(kN, -1.0);
+      MPI_Request r;
+      ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 80, pair_comm(), &r), MPI_SUCCESS);
+      ASSERT_EQ(collective(&sum), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(got, pattern(0, 70 + round)) << "round " << round;
+    }
+    EXPECT_EQ(sum, 1 + 20 * round) << "round " << round;
+  }
+  MPI_Barrier(pair_comm());
+}
+
 // Under MPI_THREAD_MULTIPLE: threads send and receive pipelined messages at once, each on its own
 // tag, both directions, with non-blocking receives completed by MPI_Wait.
 TEST_F(Protocol, Threads) {

@@ -36,6 +36,11 @@ using Event = CUevent_st*;    // cudaEvent_t
 // Built with CUDA and a CUDA device usable by this process.
 bool available() noexcept;
 
+// The calling thread's current CUDA device (-1 without a GPU), and setting it for a thread that
+// works on another thread's behalf.
+int current_device() noexcept;
+void set_device(int device);
+
 // Where a pointer lives, as CUDA sees it.
 enum class Memory { host, pinned_host, device, managed };
 // Asked of the CUDA driver (so allocations of an application's own static CUDA runtime count) and

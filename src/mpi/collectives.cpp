@@ -280,11 +280,9 @@ class Mirrors {
 
 // Runs a collective with a send-side and a receive-side buffer argument: straight to PMPI when
 // neither is GPU memory, else on host mirrors of the GPU ones. `call(send, recv, request...)`
-// issues the PMPI call. A blocking one first serves pending IPC receives (one atomic load when
-// there are none): their senders may be waiting for them before they reach the collective.
+// issues the PMPI call.
 template <class Send, class Recv, class Call, class... Req>
-int exchange(MPI_Comm comm, const Send& send, const Recv& recv, Call call, Req... request) {
-  if constexpr (sizeof...(Req) == 0) serve();
+int exchange_now(MPI_Comm comm, const Send& send, const Recv& recv, Call call, Req... request) {
   const bool send_dev = send.device(), recv_dev = recv.device();
   if (!send_dev && !recv_dev)
     return call(const_cast<void*>(send.buf), const_cast<void*>(recv.buf), request...);
@@ -296,6 +294,20 @@ int exchange(MPI_Comm comm, const Send& send, const Recv& recv, Call call, Req..
   } catch (const ferry::Error& e) {
     return report(comm, e);
   }
+}
+
+// The same; a blocking one, while stub receives of this thread are pending (one atomic load when
+// there are none), serves them on entry and while it blocks (ServeWhileBlocked): their senders may
+// be waiting for them before they reach the collective.
+template <class Send, class Recv, class Call, class... Req>
+int exchange(MPI_Comm comm, const Send& send, const Recv& recv, Call call, Req... request) {
+  if constexpr (sizeof...(Req) == 0) {
+    if (requests().polling()) {
+      ServeWhileBlocked serving;
+      return exchange_now(comm, send, recv, call);
+    }
+  }
+  return exchange_now(comm, send, recv, call, request...);
 }
 
 bool is_inter(MPI_Comm comm) {

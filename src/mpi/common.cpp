@@ -2,6 +2,7 @@
 
 #include "mpi/ipc.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,7 @@ namespace hot {
 bool gpu = false;
 bool stubs_on = false;
 bool host_sends = false;
+bool threads = false;
 std::atomic<int> stubs{0}, detached{0}, early{0};
 std::atomic<std::size_t> pending{0};
 std::atomic<int> remembered{0}, remembered_sends{0}, stand_ins{0};
@@ -129,6 +131,8 @@ void init() {
   gpu = ferry::gpu::available();
   stubs_on = ipc::enabled();
   host_sends = ipc::enabled() && ipc::host_protocol_test();
+  int level = MPI_THREAD_SINGLE;
+  threads = PMPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
 }
 }  // namespace hot
 
@@ -453,13 +457,12 @@ void Requests::drain() {
   while (hot::detached.load() > 0) progress(true);
 }
 
-void Requests::progress(bool all_threads) {
+void Requests::progress_of(bool all_threads, std::thread::id me) {
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
   std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached;
   {
     std::lock_guard lock(mutex_);
-    const auto me = std::this_thread::get_id();
     for (auto& [r, p] : table_) {
       if (!all_threads && p.owner != me) continue;
       if (p.detached) {
@@ -534,6 +537,40 @@ void Requests::progress(bool all_threads) {
     PMPI_Get_elements_x(&st, MPI_BYTE, &n);
     it->second.stub_bytes = n;
   }
+}
+
+ServeWhileBlocked::ServeWhileBlocked() {
+  serve();
+  if (!hot::threads || !requests().polling()) return;
+  const int device = ferry::gpu::current_device();
+  helper_ = std::thread([this, owner = std::this_thread::get_id(), device] {
+    // On the owner's device (IPC copies go to its current device). Polls while the owner blocks;
+    // backs off when nothing arrives, so the blocked call keeps most of the MPI to itself.
+    try {
+      ferry::gpu::set_device(device);
+    } catch (const ferry::Error&) {
+      return;  // no GPU to serve from: the entry was served, as without threads
+    }
+    int idle = 0;
+    while (!stop_.load(std::memory_order_acquire) && requests().polling()) try {
+      const int before = hot::stubs.load() + hot::detached.load();
+      requests().progress_for(owner);
+      if (hot::stubs.load() + hot::detached.load() < before) {
+        idle = 0;
+      } else if (++idle > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else {
+        std::this_thread::yield();
+      }
+    } catch (...) {  // progress keeps its errors for the requests; nothing else may escape a thread
+      return;
+    }
+  });
+}
+
+ServeWhileBlocked::~ServeWhileBlocked() {
+  stop_.store(true, std::memory_order_release);
+  if (helper_.joinable()) helper_.join();
 }
 
 int wait_serving(MPI_Request* request, MPI_Status* status) {

@@ -76,6 +76,7 @@ namespace hot {
 extern bool gpu;          // the GPU engine is available: buffers need a pointer check
 extern bool stubs_on;     // the stub protocol is on: receives may get stubs
 extern bool host_sends;   // FERRY_PROTOCOL_TEST: host sends take the protocol path
+extern bool threads;      // the MPI provides MPI_THREAD_MULTIPLE
 // Receives that may hold a stub and are not finished, requests freed while active, messages taken
 // early by probes: while any exist, calls serve them and look for them.
 extern std::atomic<int> stubs, detached, early;
@@ -272,7 +273,10 @@ class Requests {
   // Only the requests the calling thread posted (or freed): under MPI_THREAD_MULTIPLE another
   // thread may be completing, and MPI freeing, its own requests at the same moment.
   // `all_threads`: every request (MPI_Finalize, when one thread is left).
-  void progress(bool all_threads = false);
+  void progress(bool all_threads = false) { progress_of(all_threads, std::this_thread::get_id()); }
+  // The same for the requests of thread `owner`, from another thread, while `owner` is blocked in
+  // a call that cannot serve them (ServeWhileBlocked).
+  void progress_for(std::thread::id owner) { progress_of(false, owner); }
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.
   bool start(MPI_Request r);
@@ -289,6 +293,7 @@ class Requests {
   // the handle out again while an older entry still waits for its completion here, the calling
   // thread's own entry first, then the oldest.
   Table::iterator locate(MPI_Request r, std::uint64_t id = 0);
+  void progress_of(bool all_threads, std::thread::id owner);
   void count_stub(const Pending& p, int delta);
   std::uint64_t next_id_ = 0;
   std::mutex mutex_;
@@ -320,6 +325,23 @@ int post_staged(int bytes, Pending pending, bool pack_now, MPI_Request* request,
 inline void serve() {
   if (requests().polling()) requests().progress();
 }
+
+// Around a blocking call that Ferry cannot turn into a serving loop (a blocking collective: MPI
+// does not match it with the non-blocking form, so one rank cannot switch alone): serves on entry,
+// and while the call blocks, a helper thread serves this thread's pending stub receives — their
+// senders may be waiting for them before they reach the call (§5.6). The helper needs
+// MPI_THREAD_MULTIPLE; without it only the entry is served (docs/design.md, Limits).
+class ServeWhileBlocked {
+ public:
+  ServeWhileBlocked();
+  ~ServeWhileBlocked();
+  ServeWhileBlocked(const ServeWhileBlocked&) = delete;
+  ServeWhileBlocked& operator=(const ServeWhileBlocked&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread helper_;
+};
 
 // The statuses a completion needs, also when the caller ignores them.
 struct Statuses {

@@ -16,6 +16,8 @@ namespace {
 }  // namespace
 
 bool available() noexcept { return false; }
+int current_device() noexcept { return -1; }
+void set_device(int) {}
 Memory memory_of(const void*) { return Memory::host; }
 Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
 void* alloc_pinned(i64) { no_cuda(); }

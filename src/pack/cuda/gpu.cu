@@ -270,6 +270,16 @@ bool available() noexcept {
   return ok;
 }
 
+int current_device() noexcept {
+  int d = -1;
+  if (!available() || cudaGetDevice(&d) != cudaSuccess) return -1;
+  return d;
+}
+
+void set_device(int device) {
+  if (device >= 0) FERRY_CUDA_CHECK(cudaSetDevice(device));
+}
+
 void* alloc_pinned(i64 bytes) {
   if (bytes < 0) fail(MPI_ERR_ARG, "negative allocation size");
   void* p = nullptr;
