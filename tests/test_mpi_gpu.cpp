@@ -463,6 +463,35 @@ TEST_F(MpiGpu, PersistentIpcSends) {
   MPI_Barrier(pair_comm());
 }
 
+// A receive of device data posted before a blocking collective, whose sender's IPC send waits
+// for it: served from a helper thread while the receiver is inside MPI_Allreduce.
+TEST_F(MpiGpu, IpcServedDuringBlockingCollective) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+  const int me = pair_rank(), other = 1 - me;
+  const std::size_t n = 1 << 18;
+  Device buf(n);
+  int one = 1, sum = 0;
+  if (me == 0) {
+    std::vector<double> host = values(world_rank(), n);
+    CUDA_OK(cudaMemcpy(buf.p, host.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    ASSERT_EQ(MPI_Send(buf.p, static_cast<int>(n), MPI_DOUBLE, other, 41, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, pair_comm()), MPI_SUCCESS);
+  } else {
+    CUDA_OK(cudaMemset(buf.p, 0, n * sizeof(double)));
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(buf.p, static_cast<int>(n), MPI_DOUBLE, other, 41, pair_comm(), &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    std::vector<double> back(n);
+    CUDA_OK(cudaMemcpy(back.data(), buf.p, n * sizeof(double), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(back, values(world_rank() ^ 1, n));
+  }
+  EXPECT_EQ(sum, 2);
+  MPI_Barrier(pair_comm());
+}
+
 // Windows of Isend/Irecv both ways completed by Waitall, and a blocking send whose receiver
 // posted an Irecv and then blocks in a send of its own before waiting: the sender's IPC send must
 // still complete (the receiver serves its pending receive while it blocks).

@@ -60,7 +60,7 @@ const DeviceInfo& device_info(int device) {
   return infos[device];
 }
 
-int current_device() {
+int this_device() {
   int d = 0;
   FERRY_CUDA_CHECK(cudaGetDevice(&d));
   return d;
@@ -232,7 +232,7 @@ void move(bool pack, const void* origin, i64 count, const Type& type, const void
           cudaStream_t stream, cudaEvent_t done) {
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
-    const int device = current_device();
+    const int device = this_device();
     PlanHead hp = plan_for(type, count, device);
     char* mem = const_cast<char*>(static_cast<const char*>(origin));
     char* pk = const_cast<char*>(static_cast<const char*>(packed));
@@ -376,7 +376,7 @@ struct Batch::Impl {
 
 Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::make_unique<Impl>()) {
   impl_->pack = direction == Direction::pack;
-  const int device = current_device();
+  const int device = this_device();
   const DeviceInfo& info = device_info(device);
   impl_->threads = info.policy.threads;
   std::vector<DevJob> table;
