@@ -113,7 +113,7 @@ bool starts_at_buffer(MPI_Datatype type) {
 }  // namespace
 
 namespace hot {
-bool gpu = false;
+bool gpu = true;  // until init() knows: with no named types yet, every call takes the full path
 bool stubs_on = false;
 bool host_sends = false;
 bool threads = false;

@@ -72,7 +72,8 @@ int type_size(MPI_Datatype type);
 // decision reads a few globals of this library (hidden: direct loads, no call) and the pointer
 // cache, and the MPI_* function then tail-calls PMPI_*. Anything else takes the full path.
 namespace hot {
-// Set once by init() (MPI_Init*); false before, which sends every call down the full path.
+// Set once by init() (MPI_Init*). Before it, `gpu` is true and the table of named types empty,
+// which sends every call down the full path.
 extern bool gpu;          // the GPU engine is available: buffers need a pointer check
 extern bool stubs_on;     // the stub protocol is on: receives may get stubs
 extern bool host_sends;   // FERRY_PROTOCOL_TEST: host sends take the protocol path

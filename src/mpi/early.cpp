@@ -193,7 +193,9 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* st, MPI_Message* mess
 
 bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Status* st, int* rc) {
-  if (!any()) return false;
+  // The target (a type lookup, a pointer query) only when a message matches: a receive with a
+  // type Ferry cannot read must not fail because some other message waits here.
+  if (!any() || !store().peek(source, tag, comm, [](const Message&) {})) return false;
   return recv(target_of(buf, count, type), source, tag, comm, st, rc);
 }
 
@@ -205,23 +207,37 @@ bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, 
   return true;
 }
 
-bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc) {
+bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc,
+           MPI_Comm* comm) {
   if (!any() || !message) return false;
   auto m = store().redeem(*message);
   if (!m) return false;
+  if (comm) *comm = m->comm;
   *rc = deliver(*m, target_of(buf, count, type), st);
   *message = MPI_MESSAGE_NULL;
   return true;
 }
 
-int completed_request(const MPI_Status& st, int rc, MPI_Request* request) {
-  auto* d = new Done{st, rc};
+int completed_request(const MPI_Status& st, int rc, MPI_Comm comm, MPI_Request* request) {
+  // The query reports success: an error raised from a generalized request's wait would go to
+  // MPI_COMM_WORLD's handler. The receive's error is its completion's finish step instead, which
+  // raises it on the receive's communicator and makes it the wait's result.
+  auto* d = new Done{st, MPI_SUCCESS};
   int r = PMPI_Grequest_start(done_query, done_free, done_cancel, d, request);
   if (r != MPI_SUCCESS) {
     delete d;
     return r;
   }
-  return PMPI_Grequest_complete(*request);
+  r = PMPI_Grequest_complete(*request);
+  if (r == MPI_SUCCESS && rc != MPI_SUCCESS) {
+    Pending p;
+    p.finish = [rc, comm](const MPI_Status*) {
+      if (comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, rc);
+      return rc;
+    };
+    requests().add(*request, std::move(p));
+  }
+  return r;
 }
 
 }  // namespace ferry::mpi_detail::early

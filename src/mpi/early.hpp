@@ -29,8 +29,11 @@ bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 // The same into a target (a persistent receive keeps its translated type).
 bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc);
 // The same for a Ferry message handle (from after_probe / probe); false if `message` is MPI's.
-bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc);
-// A request that is already complete with `st` and `rc` (an early message received by MPI_Irecv).
-int completed_request(const MPI_Status& st, int rc, MPI_Request* request);
+// `comm`: where the message came (for errors).
+bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc,
+           MPI_Comm* comm = nullptr);
+// A request that is already complete with `st` and `rc` (an early message received by MPI_Irecv):
+// its wait returns `rc`, raised on `comm`'s error handler.
+int completed_request(const MPI_Status& st, int rc, MPI_Comm comm, MPI_Request* request);
 
 }  // namespace ferry::mpi_detail::early

@@ -163,7 +163,7 @@ int recv_bytes(void* buf, int count, MPI_Datatype type, int source, int tag, MPI
   if (early::any()) {
     try {
       int rc = MPI_SUCCESS;
-      if (early::recv(buf, count, type, source, tag, comm, st, &rc)) return rc;
+      if (early::recv(buf, count, type, source, tag, comm, st, &rc)) return stub_result(rc, comm);
     } catch (const ferry::Error& e) {
       return report(comm, e);
     }
@@ -266,14 +266,15 @@ using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_R
 
 // A persistent GPU send: MPI's persistent request on a staging buffer, which each MPI_Start packs
 // into; remembered too, so that a start the model sends over IPC goes that way (persistent.hpp).
-int staged_send_init(InitFn init, ipc::Mode mode, const void* buf, int count, MPI_Datatype type,
-                     int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+int staged_send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf, int count,
+                     MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   try {
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     const int rc = post_staged(bytes, staged_pending(false, buf, count, t, true), false, request,
                                [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
-    if (rc == MPI_SUCCESS && ipc::enabled()) {
+    if (rc == MPI_SUCCESS) persistent::forget(*request);
+    if (rc == MPI_SUCCESS && remember && ipc::enabled()) {
       persistent::Args a;
       a.buf = const_cast<void*>(buf);
       a.count = count;
@@ -380,6 +381,11 @@ FERRY_EXPORT long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
 FERRY_EXPORT long ferry_mpi_ipc_received(void) { return ipc::received(); }
 // Messages this process sent pipelined (chunks staged while MPI moves the ones before).
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
+// Requests Ferry is still finishing (its table of requests, and active stand-ins of persistent
+// requests): 0 once everything the application started has completed (for tests).
+FERRY_EXPORT long ferry_mpi_pending(void) {
+  return static_cast<long>(hot::pending.load()) + hot::stand_ins.load();
+}
 // Forces the method ("staged", "pipelined", "ipc") or the staging pack ("device", "one_shot") of
 // the messages that follow, for measurements; NULL gives the choice back to the model. Returns 0,
 // or -1 for a name it does not know.
@@ -597,11 +603,13 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
   if (early::any()) {
     MPI_Status local;
     int rc = MPI_SUCCESS;
+    MPI_Comm from = MPI_COMM_WORLD;
     try {
-      if (early::mrecv(buf, count, type, message, status == MPI_STATUS_IGNORE ? &local : status, &rc))
-        return rc;
+      if (early::mrecv(buf, count, type, message, status == MPI_STATUS_IGNORE ? &local : status, &rc,
+                       &from))
+        return stub_result(rc, from);
     } catch (const ferry::Error& e) {
-      return report(MPI_COMM_WORLD, e);
+      return report(from, e);
     }
   }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
@@ -628,11 +636,12 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
   if (early::any()) {
     MPI_Status st;
     int rc = MPI_SUCCESS;
+    MPI_Comm from = MPI_COMM_WORLD;
     try {
-      if (early::mrecv(buf, count, type, message, &st, &rc))
-        return early::completed_request(st, rc, request);
+      if (early::mrecv(buf, count, type, message, &st, &rc, &from))
+        return early::completed_request(st, rc, from, request);
     } catch (const ferry::Error& e) {
-      return report(MPI_COMM_WORLD, e);
+      return report(from, e);
     }
   }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
@@ -715,7 +724,7 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
     int rc = MPI_SUCCESS;
     try {
       if (early::recv(buf, count, type, source, tag, comm, &st, &rc))
-        return early::completed_request(st, rc, request);
+        return early::completed_request(st, rc, comm, request);
     } catch (const ferry::Error& e) {
       return report(comm, e);
     }
@@ -736,36 +745,53 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 }
 
 // Persistent GPU sends: staged (each MPI_Start packs into the request's own staging buffer), or
-// over IPC when the model picks it for the message (persistent.hpp).
+// over IPC when the model picks it for the message (persistent.hpp). MPI_Bsend_init is staged
+// only (a buffered send must complete locally). A new persistent handle first clears whatever
+// Ferry remembered under that value (a request MPI freed on an error).
+int send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf, int count,
+              MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  int rc;
+  if (!on_device(buf, count, type)) {
+    rc = init(buf, count, type, dest, tag, comm, request);
+    if (rc == MPI_SUCCESS) persistent::forget(*request);
+    return rc;
+  }
+  return staged_send_init(init, mode, remember, buf, count, type, dest, tag, comm, request);
+}
+
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  if (!on_device(buf, count, type)) return PMPI_Send_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Send_init, ipc::Mode::standard, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Send_init, ipc::Mode::standard, true, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  if (!on_device(buf, count, type))
-    return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Ssend_init, ipc::Mode::sync, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Ssend_init, ipc::Mode::sync, true, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  if (!on_device(buf, count, type))
-    return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request);
-  return staged_send_init(PMPI_Rsend_init, ipc::Mode::ready, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Rsend_init, ipc::Mode::ready, true, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return send_init(PMPI_Bsend_init, ipc::Mode::standard, false, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  if (!ipc::enabled() && !on_device(buf, count, type))
-    return PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+  if (!ipc::enabled() && !on_device(buf, count, type)) {
+    const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+    if (rc == MPI_SUCCESS) persistent::forget(*request);
+    return rc;
+  }
   const int rc = irecv(buf, count, type, source, comm, true, request,
                        [&](void* b, int n, MPI_Datatype ty) {
                          return PMPI_Recv_init(b, n, ty, source, tag, comm, request);
                        });
   // Remembered while the stub protocol is on: a probe may take its message early (persistent.hpp).
+  if (rc == MPI_SUCCESS) persistent::forget(*request);
   if (rc == MPI_SUCCESS && ipc::enabled() && source != MPI_PROC_NULL) {
     persistent::Args a;
     a.recv = true;

@@ -19,12 +19,19 @@ class Table {
  public:
   void add(MPI_Request r, Args a) {
     std::lock_guard lock(mutex_);
+    // A handle MPI freed behind Ferry's back (a persistent request it freed on an error the
+    // wait wrappers did not see) may come back: the old entry goes.
+    if (auto old = entries_.find(r); old != entries_.end()) {
+      if (old->second.inner != MPI_REQUEST_NULL) hot::stand_ins.fetch_sub(1);
+      if (!old->second.args.recv) hot::remembered_sends.fetch_sub(1);
+      entries_.erase(old);
+      hot::remembered.fetch_sub(1);
+    }
     if (!a.recv) hot::remembered_sends.fetch_add(1);
     Entry e;
     e.args = std::move(a);
-    auto [it, fresh] = entries_.insert_or_assign(r, std::move(e));
-    (void)it;
-    if (fresh) hot::remembered.fetch_add(1);
+    entries_.emplace(r, std::move(e));
+    hot::remembered.fetch_add(1);
   }
   // Removes `r`; its stand-in, if one is active, in *inner.
   bool remove(MPI_Request r, MPI_Request* inner) {
@@ -76,6 +83,8 @@ Table& table() {
 
 }  // namespace
 
+bool start(MPI_Request r, const Args& a, int* rc);
+
 void remember(MPI_Request r, Args a) { table().add(r, std::move(a)); }
 
 bool forget(MPI_Request r) {
@@ -94,7 +103,15 @@ bool start(MPI_Request r, int* rc) {
   if (hot::remembered_sends.load(std::memory_order_acquire) == 0 && !early::any()) return false;
   Entry e;
   if (!table().find(r, &e) || e.comm_gone) return false;
-  const Args& a = e.args;
+  try {
+    return start(r, e.args, rc);
+  } catch (const ferry::Error& err) {
+    *rc = report(e.args.comm, err);
+    return true;
+  }
+}
+
+bool start(MPI_Request r, const Args& a, int* rc) {
   MPI_Request in = MPI_REQUEST_NULL;
   if (a.recv) {
     if (!early::any()) return false;
@@ -106,7 +123,7 @@ bool start(MPI_Request r, int* rc) {
     to.type = a.type;
     to.device = a.device;
     if (!early::recv(to, a.peer, a.tag, a.comm, &st, &result)) return false;
-    *rc = early::completed_request(st, result, &in);
+    *rc = early::completed_request(st, result, a.comm, &in);
   } else {
     if (!a.device || !ipc::try_send(a.mode, a.buf, a.count, a.type, a.peer, a.tag, a.comm, &in, rc))
       return false;
