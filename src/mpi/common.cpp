@@ -606,6 +606,12 @@ void Requests::activate(MPI_Request r) {
   count_stub(it->second, 1);
 }
 
+void* Requests::staging_of(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  auto it = locate(r);
+  return it == table_.end() ? nullptr : it->second.staging;
+}
+
 void Requests::drop(MPI_Request r) {
   void* staging = nullptr;
   {

@@ -282,6 +282,8 @@ class Requests {
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.
   bool start(MPI_Request r);
   void activate(MPI_Request r);
+  // The staging buffer of a request of ours (null if none).
+  void* staging_of(MPI_Request r);
   // A request that completed with an error: forget it (its staging goes back to the pool).
   void drop(MPI_Request r);
   // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.

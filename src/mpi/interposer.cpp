@@ -266,7 +266,7 @@ using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_R
 
 // A persistent GPU send: MPI's persistent request on a staging buffer, which each MPI_Start packs
 // into; remembered too, so that a start the model sends over IPC goes that way (persistent.hpp).
-int staged_send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf, int count,
+int staged_send_init(InitFn init, ipc::Mode mode, bool buffered, const void* buf, int count,
                      MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   try {
     int bytes = 0;
@@ -274,7 +274,7 @@ int staged_send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf
     const int rc = post_staged(bytes, staged_pending(false, buf, count, t, true), false, request,
                                [&](void* host) { return init(host, bytes, MPI_BYTE, dest, tag, comm, request); });
     if (rc == MPI_SUCCESS) persistent::forget(*request);
-    if (rc == MPI_SUCCESS && remember && ipc::enabled()) {
+    if (rc == MPI_SUCCESS && (buffered || ipc::enabled())) {
       persistent::Args a;
       a.buf = const_cast<void*>(buf);
       a.count = count;
@@ -284,6 +284,11 @@ int staged_send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf
       a.comm = comm;
       a.mode = mode;
       a.device = true;
+      if (buffered) {
+        a.buffered = true;
+        a.staging = requests().staging_of(*request);
+        a.bytes = bytes;
+      }
       persistent::remember(*request, std::move(a));
     }
     return rc;
@@ -746,9 +751,10 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 
 // Persistent GPU sends: staged (each MPI_Start packs into the request's own staging buffer), or
 // over IPC when the model picks it for the message (persistent.hpp). MPI_Bsend_init is staged
-// only (a buffered send must complete locally). A new persistent handle first clears whatever
-// Ferry remembered under that value (a request MPI freed on an error).
-int send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf, int count,
+// only (a buffered send must complete locally), each start an MPI_Ibsend of the staging buffer
+// (persistent.hpp says why). A new persistent handle first clears whatever Ferry remembered under
+// that value (a request MPI freed on an error).
+int send_init(InitFn init, ipc::Mode mode, bool buffered, const void* buf, int count,
               MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   int rc;
   if (!on_device(buf, count, type)) {
@@ -756,27 +762,27 @@ int send_init(InitFn init, ipc::Mode mode, bool remember, const void* buf, int c
     if (rc == MPI_SUCCESS) persistent::forget(*request);
     return rc;
   }
-  return staged_send_init(init, mode, remember, buf, count, type, dest, tag, comm, request);
+  return staged_send_init(init, mode, buffered, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  return send_init(PMPI_Send_init, ipc::Mode::standard, true, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Send_init, ipc::Mode::standard, false, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return send_init(PMPI_Ssend_init, ipc::Mode::sync, true, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Ssend_init, ipc::Mode::sync, false, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return send_init(PMPI_Rsend_init, ipc::Mode::ready, true, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Rsend_init, ipc::Mode::ready, false, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return send_init(PMPI_Bsend_init, ipc::Mode::standard, false, buf, count, type, dest, tag, comm, request);
+  return send_init(PMPI_Bsend_init, ipc::Mode::standard, true, buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,

@@ -124,6 +124,9 @@ bool start(MPI_Request r, const Args& a, int* rc) {
     to.device = a.device;
     if (!early::recv(to, a.peer, a.tag, a.comm, &st, &result)) return false;
     *rc = early::completed_request(st, result, a.comm, &in);
+  } else if (a.buffered) {
+    ipc::stage_pack(a.buf, a.count, *a.type, a.staging);
+    *rc = PMPI_Ibsend(a.staging, a.bytes, MPI_BYTE, a.peer, a.tag, a.comm, &in);
   } else {
     if (!a.device || !ipc::try_send(a.mode, a.buf, a.count, a.type, a.peer, a.tag, a.comm, &in, rc))
       return false;

@@ -37,6 +37,12 @@ struct Args {
   MPI_Comm comm = MPI_COMM_NULL;
   ipc::Mode mode = ipc::Mode::standard;
   bool device = false;  // the buffer is GPU memory
+  // MPI_Bsend_init of GPU data: every start packs into `staging` (`bytes` long) and sends it with
+  // MPI_Ibsend. (Open MPI 4.1.6 restarts a persistent buffered send with the wrong data: from
+  // the second MPI_Start on, the receiver gets zeros.)
+  bool buffered = false;
+  void* staging = nullptr;
+  int bytes = 0;
 };
 
 // MPI_Send_init & co. (GPU buffers) and MPI_Recv_init (while the stub protocol is on).
