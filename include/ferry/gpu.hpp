@@ -57,6 +57,14 @@ struct Allocation {
   int device;
 };
 Allocation allocation_of(const void* p);
+// Before Ferry reads GPU data that the application handed to MPI from a stream of its own (a
+// non-blocking copy stream, or another process over IPC): makes synchronous memory operations on
+// the allocation finish before they return (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; a cudaMemcpy from
+// pageable memory otherwise returns before its DMA has landed) and, the first time an allocation
+// is seen, waits for the legacy default stream, where such a copy may still be in flight. Once
+// per allocation; a no-op for host memory and without CUDA.
+void settle(const Allocation& a);
+
 // The GPU can read and write it (device, managed or pinned-and-mapped host memory).
 inline bool reachable(Memory m) { return m != Memory::host; }
 

@@ -452,6 +452,7 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   ferry::gpu::Allocation a = ferry::gpu::allocation_of(first);
   if (a.kind != ferry::gpu::Memory::device) return false;
   if (decide(bytes, block_of(*t), true, true) != model::Method::ipc) return false;
+  ferry::gpu::settle(a);  // the receiver reads from its own context: no stream orders it after ours
 
   auto f = std::make_shared<InFlight>();
   f->dest_world = dw;
@@ -663,9 +664,10 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   const i64 bytes = ferry::pack_size(count, *t);
   if (bytes < kPipelineMinBytes || t->size() == 0) return false;
   const bool same = w.node_of[static_cast<std::size_t>(dw)] == w.node_of[static_cast<std::size_t>(w.rank)];
-  const bool ipc_possible = ferry::gpu::allocation_of(static_cast<const char*>(buf) + t->data_lb(count)).kind ==
-                            ferry::gpu::Memory::device;
+  const ferry::gpu::Allocation a = ferry::gpu::allocation_of(static_cast<const char*>(buf) + t->data_lb(count));
+  const bool ipc_possible = a.kind == ferry::gpu::Memory::device;
   if (decide(bytes, block_of(*t), same, ipc_possible) != model::Method::pipelined) return false;
+  ferry::gpu::settle(a);  // packed on Ferry's own stream
   const i64 chunk_elems = std::max<i64>(1, w.chunk_bytes / t->size());
   if (chunk_elems >= count) return false;  // one chunk: nothing to overlap
   const i64 chunk = chunk_elems * t->size();
@@ -773,6 +775,8 @@ bool pack_through_device(i64 count, const ferry::Type& t) {
 
 void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
   if (!pack_through_device(count, t)) return ferry::gpu::pack(buf, count, t, host);
+  // Packed on Ferry's own stream, not ordered after the application's default stream.
+  if (count > 0) ferry::gpu::settle(ferry::gpu::allocation_of(static_cast<const char*>(buf) + t.data_lb(count)));
   const i64 bytes = count * t.size();
   void* dev = device_pool().get(bytes);
   try {

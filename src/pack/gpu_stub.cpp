@@ -20,6 +20,7 @@ int current_device() noexcept { return -1; }
 void set_device(int) {}
 Memory memory_of(const void*) { return Memory::host; }
 Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
+void settle(const Allocation&) {}
 void* alloc_pinned(i64) { no_cuda(); }
 void free_pinned(void*) noexcept {}
 void copy(void*, const void*, i64) { no_cuda(); }

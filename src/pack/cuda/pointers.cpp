@@ -15,12 +15,15 @@
 #include <ferry/gpu.hpp>
 
 #include <cuda.h>
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "pack/host_pages.hpp"
 #include "sys/error.hpp"
@@ -88,6 +91,30 @@ Allocation allocation_of(const void* p) {
   a.id = id;
   a.device = a.kind == Memory::host ? -1 : ordinal;
   return a;
+}
+
+void settle(const Allocation& a) {
+  if (a.kind != Memory::device && a.kind != Memory::managed) return;
+  static std::mutex mutex;
+  static std::unordered_set<unsigned long long> seen;
+  {
+    std::lock_guard lock(mutex);
+    if (!seen.insert(a.id).second) return;
+    if (seen.size() > 65536) seen.clear();  // ids are never reused: forgetting only costs a repeat
+  }
+  using SetAttributeFn = CUresult (*)(const void*, CUpointer_attribute, CUdeviceptr);
+  static const SetAttributeFn set = [] {
+    driver_get_attributes();  // opens libcuda
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return lib ? reinterpret_cast<SetAttributeFn>(dlsym(lib, "cuPointerSetAttribute")) : nullptr;
+  }();
+  if (set && a.base) {
+    unsigned one = 1;
+    set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(a.base));
+  }
+  const cudaError_t rc = cudaStreamSynchronize(cudaStreamLegacy);
+  if (rc != cudaSuccess)
+    detail::fail(MPI_ERR_OTHER, std::string("waiting for the default stream: ") + cudaGetErrorString(rc));
 }
 
 Memory memory_of(const void* p) {
