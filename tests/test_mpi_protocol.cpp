@@ -310,6 +310,30 @@ TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
   MPI_Barrier(pair_comm());
 }
 
+// MPI_Sendrecv whose receive half matches a message a probe already took early.
+TEST_F(Protocol, SendrecvGetsAMessageTakenEarly) {
+  const int other = 1 - pair_rank();
+  constexpr int kSmall = 17;  // 136 bytes: taken early by the probe
+  if (pair_rank() == 0) {
+    auto v = pattern(0, 95, kSmall);
+    ASSERT_EQ(MPI_Send(v.data(), kSmall, MPI_DOUBLE, other, 95, pair_comm()), MPI_SUCCESS);
+    int back = 0;
+    ASSERT_EQ(MPI_Recv(&back, 1, MPI_INT, other, 96, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(back, 7);
+  } else {
+    MPI_Status st;
+    ASSERT_EQ(MPI_Probe(other, 95, pair_comm(), &st), MPI_SUCCESS);
+    std::vector<double> got(kSmall, -1.0);
+    int seven = 7;
+    ASSERT_EQ(MPI_Sendrecv(&seven, 1, MPI_INT, other, 96, got.data(), kSmall, MPI_DOUBLE, other, 95,
+                           pair_comm(), &st),
+              MPI_SUCCESS);
+    EXPECT_EQ(got, pattern(0, 95, kSmall));
+    EXPECT_EQ(st.MPI_TAG, 95);
+  }
+  MPI_Barrier(pair_comm());
+}
+
 // Truncation: into a smaller large buffer, and into a buffer smaller than a megabyte (no stub is
 // expected there, but a stub fits). Both report MPI_ERR_TRUNCATE and the sender completes.
 TEST_F(Protocol, TruncationIsReportedAndTheSenderCompletes) {

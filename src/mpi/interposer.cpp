@@ -1103,7 +1103,12 @@ int MPI_Barrier(MPI_Comm comm) {
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status) {
-  const bool plain = !on_device(sendbuf, sendcount, sendtype) &&
+  if (hot::plain_send(sendbuf, sendcount, sendtype) &&
+      hot::plain_recv(recvbuf, recvcount, recvtype, ipc::kMinBytes))
+    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                         source, recvtag, comm, status);
+  // A message a probe took early must reach the receive half (MPI no longer has it).
+  const bool plain = !early::any() && !on_device(sendbuf, sendcount, sendtype) &&
                      !on_device(recvbuf, recvcount, recvtype) && !requests().polling() &&
                      !(ipc::enabled() && ipc::may_get_stub(recvcount, recvtype, source, comm));
   if (plain)
