@@ -310,6 +310,55 @@ TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
   MPI_Barrier(pair_comm());
 }
 
+// The rest of the completions on a persistent receive filled from an early message: MPI_Testany,
+// MPI_Waitsome, and MPI_Cancel (too late: the request completes normally, not cancelled).
+TEST_F(Protocol, PersistentEarlyReceiveOtherCompletions) {
+  const int other = 1 - pair_rank();
+  constexpr int kSmall = 17;
+  if (pair_rank() == 0) {
+    for (int k = 0; k < 3; ++k) {
+      auto v = pattern(0, 100 + k, kSmall);
+      ASSERT_EQ(MPI_Send(v.data(), kSmall, MPI_DOUBLE, other, 97, pair_comm()), MPI_SUCCESS);
+    }
+  } else {
+    std::vector<double> got(kSmall, -1.0);
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    ASSERT_EQ(MPI_Recv_init(got.data(), kSmall, MPI_DOUBLE, other, 97, pair_comm(), &r[1]), MPI_SUCCESS);
+    for (int k = 0; k < 3; ++k) {
+      MPI_Status st;
+      ASSERT_EQ(MPI_Probe(other, 97, pair_comm(), &st), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Start(&r[1]), MPI_SUCCESS);
+      if (k == 0) {
+        int index = -1, flag = 0;
+        while (!flag) ASSERT_EQ(MPI_Testany(2, r, &index, &flag, &st), MPI_SUCCESS);
+        EXPECT_EQ(index, 1);
+      } else if (k == 1) {
+        int out = 0, idx[2];
+        MPI_Status ss[2];
+        ASSERT_EQ(MPI_Waitsome(2, r, &out, idx, ss), MPI_SUCCESS);
+        ASSERT_EQ(out, 1);
+        EXPECT_EQ(idx[0], 1);
+        st = ss[0];
+      } else {
+        ASSERT_EQ(MPI_Cancel(&r[1]), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r[1], &st), MPI_SUCCESS);
+        int cancelled = 1;
+        MPI_Test_cancelled(&st, &cancelled);
+        EXPECT_EQ(cancelled, 0) << "the data had arrived: the cancel fails";
+      }
+      int count = 0;
+      MPI_Get_count(&st, MPI_DOUBLE, &count);
+      EXPECT_EQ(count, kSmall) << "round " << k;
+      EXPECT_EQ(st.MPI_TAG, 97);
+      EXPECT_EQ(got, pattern(0, 100 + k, kSmall)) << "round " << k;
+      EXPECT_NE(r[1], MPI_REQUEST_NULL);
+    }
+    ASSERT_EQ(MPI_Request_free(&r[1]), MPI_SUCCESS);
+    EXPECT_EQ(ferry_mpi_pending(), 0);
+  }
+  MPI_Barrier(pair_comm());
+}
+
 // MPI_Sendrecv whose receive half matches a message a probe already took early.
 TEST_F(Protocol, SendrecvGetsAMessageTakenEarly) {
   const int other = 1 - pair_rank();
