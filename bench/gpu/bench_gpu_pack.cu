@@ -27,18 +27,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check.hpp"
+
 namespace {
 
 using ferry::i64;
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 struct Timer {
   cudaEvent_t a, b;

@@ -76,19 +76,13 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_check.hpp"
+
 namespace {
 
 using ferry::i64;
 using Clock = std::chrono::steady_clock;
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr i64 KiB = 1024, MiB = 1024 * 1024;
 const char* const kFamilies[] = {"copy", "peer", "copy2d3d", "pack", "calls"};
