@@ -20,8 +20,10 @@
 //             of ferry-measure's pack surfaces (4 KiB .. 8 MiB x 1 .. 4096 B blocks).
 //   calls     host cost of runtime calls: kernel launch with 0 / 64 / 1024 / 4096 B of arguments,
 //             launch + synchronize, 1 B cudaMemcpyAsync, cudaEventRecord, cudaEventQuery,
-//             cudaStreamSynchronize of an idle stream, and a CUDA graph of 1 / 8 / 64 empty
-//             kernels against as many separate launches.
+//             cudaStreamSynchronize of an idle stream, a CUDA graph of 1 / 8 / 64 empty
+//             kernels against as many separate launches, and one 8-byte word moved D2H / H2D /
+//             D2D and waited for: cudaMemcpy, cudaMemcpyAsync + synchronize, + an event polled,
+//             a kernel + synchronize, a kernel that sets a flag in mapped memory the host polls.
 //
 // Timing ("timing" in each record):
 //   gated   CUDA events, the work held behind a spin kernel (§3.1.2): start event after the spin on
@@ -72,6 +74,7 @@
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -263,6 +266,17 @@ __global__ void fill_kernel(char* __restrict__ dst, i64 bytes, int value) {
 }
 
 __global__ void empty_kernel() {}
+
+// One 8-byte word from src to dst, then (after a system-wide fence, so the host that sees the
+// flag also sees the word) the flag set to seq: the host waits on the flag instead of the stream.
+__global__ void word_kernel(const unsigned long long* src, unsigned long long* dst,
+                            volatile unsigned* flag, unsigned seq) {
+  *dst = *src;
+  if (flag) {
+    __threadfence_system();
+    *flag = seq;
+  }
+}
 
 template <int N>
 struct Blob {
@@ -834,6 +848,66 @@ void family_calls() {
   add("cudaStreamSynchronize (idle)", "stream", "sync", 0,
       [=] { return batch(100, [=] { CK(cudaStreamSynchronize(idle)); }, [] {}); });
 
+  // One 8-byte message moved D2H or H2D (or D2D) and waited for, as the interposer's staging of a
+  // small message must: by a copy and a stream synchronize, a copy and an event polled, a kernel
+  // and a stream synchronize, a kernel that sets a flag in mapped memory the host spins on.
+  unsigned long long *dw, *hw, *dw2;
+  unsigned* flag;
+  CK(cudaMalloc(&dw, 8));
+  CK(cudaMalloc(&dw2, 8));
+  CK(cudaHostAlloc(&hw, 8, cudaHostAllocMapped));
+  CK(cudaHostAlloc(&flag, sizeof(unsigned), cudaHostAllocMapped));
+  *flag = 0;
+  unsigned long long* hw_dev = nullptr;
+  unsigned* flag_dev = nullptr;
+  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&hw_dev), hw, 0));
+  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev), flag, 0));
+  cudaEvent_t poll;
+  CK(cudaEventCreateWithFlags(&poll, cudaEventDisableTiming));
+  auto seq = std::make_shared<unsigned>(0);
+  auto wait_flag = [flag, seq] {
+    const volatile unsigned* f = flag;
+    while (*f != *seq) {
+    }
+  };
+  auto wait_event = [poll] {
+    cudaError_t e;
+    while ((e = cudaEventQuery(poll)) == cudaErrorNotReady) {
+    }
+    CK(e);
+  };
+  struct Way {
+    const char* dir;
+    unsigned long long *src, *dst, *ksrc, *kdst;  // copies; kernel's view (mapped pointers)
+    cudaMemcpyKind kind;
+  };
+  for (const Way& w : {Way{"D2H", dw, hw, dw, hw_dev, cudaMemcpyDeviceToHost},
+                       Way{"H2D", hw, dw, hw_dev, dw, cudaMemcpyHostToDevice},
+                       Way{"D2D", dw, dw2, dw, dw2, cudaMemcpyDeviceToDevice}}) {
+    const std::string c = std::string("8 B ") + w.dir + ": ";
+    add(c + "cudaMemcpy", "small", w.dir, 8,
+        [=] { return batch(1, [=] { CK(cudaMemcpy(w.dst, w.src, 8, w.kind)); CK(cudaStreamSynchronize(nullptr)); }, [] {}); });
+    add(c + "cudaMemcpyAsync + sync", "small", w.dir, 8, [=] {
+      return batch(1, [=] { CK(cudaMemcpyAsync(w.dst, w.src, 8, w.kind, a)); CK(cudaStreamSynchronize(a)); }, [] {});
+    });
+    add(c + "cudaMemcpyAsync + event polled", "small", w.dir, 8, [=] {
+      return batch(1, [=] {
+        CK(cudaMemcpyAsync(w.dst, w.src, 8, w.kind, a));
+        CK(cudaEventRecord(poll, a));
+        wait_event();
+      }, [] {});
+    });
+    add(c + "kernel + sync", "small", w.dir, 8, [=] {
+      return batch(1, [=] { word_kernel<<<1, 1, 0, a>>>(w.ksrc, w.kdst, nullptr, 0); CK(cudaStreamSynchronize(a)); }, check);
+    });
+    add(c + "kernel + flag polled", "small", w.dir, 8, [=] {
+      return batch(1, [=] {
+        word_kernel<<<1, 1, 0, a>>>(w.ksrc, w.kdst, flag_dev, ++*seq);
+        wait_flag();
+      }, drain);
+    });
+  }
+
   // Graphs of N empty kernels against N launches.
   std::vector<cudaGraphExec_t> execs;
   for (int nk : {1, 8, 64}) {
@@ -867,8 +941,13 @@ void family_calls() {
   CK(cudaDeviceSynchronize());
   for (cudaGraphExec_t x : execs) CK(cudaGraphExecDestroy(x));
   CK(cudaEventDestroy(ev));
+  CK(cudaEventDestroy(poll));
   CK(cudaFree(d));
+  CK(cudaFree(dw));
+  CK(cudaFree(dw2));
   CK(cudaFreeHost(h));
+  CK(cudaFreeHost(hw));
+  CK(cudaFreeHost(flag));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,8 +74,14 @@ struct Options {
   i64 max_size = i64{256} << 20;
   int reps = 0;  // 0: scaled by size
   bool quick = false;
+  // Rank 1 echoes the byte modes from host memory: only rank 0 uses the GPU, so two ranks on one
+  // GPU are not time-sliced, and the round trip is rank 0's D2H and H2D paths plus two host
+  // messages (on two GPUs, a device-to-device message is about the round trip less one host
+  // message).
+  bool host_peer = false;
   std::string json;
 };
+Options opt;
 
 i64 parse_size(const char* s) {
   char* end = nullptr;
@@ -119,6 +125,7 @@ void usage() {
       "  --max-size SIZE   largest message (default 256M; 1M with --quick)\n"
       "  --reps N          timed round trips per size (default: scaled by size)\n"
       "  --quick           fewer sizes and repetitions, for a smoke test\n"
+      "  --host-peer       rank 1 echoes the byte modes from host memory (only rank 0 on the GPU)\n"
       "  --json FILE       write the results as JSON (rank 0)\n");
 }
 
@@ -139,6 +146,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--max-size") { o.max_size = parse_size(value()); max_given = true; }
     else if (a == "--reps") o.reps = std::atoi(value());
     else if (a == "--quick") o.quick = true;
+    else if (a == "--host-peer") o.host_peer = true;
     else if (a == "--json") o.json = value();
     else if (a == "--help" || a == "-h") { if (rank == 0) usage(); MPI_Finalize(); std::exit(0); }
     else {
@@ -371,7 +379,7 @@ Mode byte_mode(const std::string& name, const i64& n) {
   Mode m;
   m.name = name;
   auto count = [&n] { return static_cast<int>(n); };
-  if (name == "host") {
+  if (name == "host" || (opt.host_peer && rank == 1)) {
     m.send = [count](int peer) { MPI_Send(buf.host, count(), MPI_BYTE, peer, kTag, comm); };
     m.recv = [count](int peer) { MPI_Recv(buf.host, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
   } else if (name == "host_pmpi") {
@@ -393,7 +401,9 @@ Mode byte_mode(const std::string& name, const i64& n) {
   return m;
 }
 
-bool mode_on_device(const std::string& name) { return name == "device" || name == "staged"; }
+bool mode_on_device(const std::string& name) {
+  return (name == "device" || name == "staged") && !(opt.host_peer && rank == 1);
+}
 unsigned char* mode_buffer(const std::string& name) { return mode_on_device(name) ? buf.dev : buf.host; }
 
 // The face modes. Rank 0 sends its -X send face (interior x = 3..5) and receives into its -X
@@ -675,10 +685,11 @@ void write_json(const Options& o) {
   const std::string pre = env.preload ? "true" : "false";
   std::fprintf(f, "{\n  \"benchmark\": \"bench_pingpong\",\n  \"preload\": %s,\n  \"preload_detected_by\": \"%s\",\n"
                   "  \"preload_library\": \"%s\",\n  \"device_name\": \"%s\",\n  \"ranks_same_gpu\": %s,\n"
-                  "  \"date\": \"%s\",\n  \"host\": \"%s\",\n  \"mpi\": \"%s\",\n  \"quick\": %s,\n  \"records\": [\n",
+                  "  \"date\": \"%s\",\n  \"host\": \"%s\",\n  \"mpi\": \"%s\",\n  \"quick\": %s,\n  \"host_peer\": %s,\n"
+                  "  \"records\": [\n",
                pre.c_str(), esc(env.preload_how).c_str(), esc(env.preload_path).c_str(),
                esc(env.device_name).c_str(), same, env.date.c_str(), esc(env.hostname).c_str(),
-               esc(env.mpi_version).c_str(), o.quick ? "true" : "false");
+               esc(env.mpi_version).c_str(), o.quick ? "true" : "false", o.host_peer ? "true" : "false");
   for (std::size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     std::fprintf(f, "    {\"mode\": \"%s\", \"bytes\": %lld, \"oneway_us_median\": %.4f, \"oneway_us_min\": %.4f, "
@@ -719,6 +730,7 @@ int main(int argc, char** argv) {
   int nranks = 0;
   MPI_Comm_size(comm, &nranks);
   const Options o = parse(argc, argv);
+  opt = o;
   if (nranks != 2) {
     if (rank == 0) std::fprintf(stderr, "bench_pingpong: run with exactly 2 ranks (mpiexec -n 2), not %d\n", nranks);
     MPI_Finalize();
@@ -730,6 +742,7 @@ int main(int argc, char** argv) {
                 env.preload ? "loaded (" : "not loaded", env.preload ? env.preload_how.c_str() : "",
                 env.preload ? ")" : "", env.device_name.c_str(),
                 env.same_gpu == 1 ? " (both ranks on the same GPU)" : env.same_gpu == 0 ? " (one GPU per rank)" : "");
+    if (o.host_peer) std::printf("rank 1 echoes the byte modes from host memory (--host-peer)\n");
     print_header();
     std::fflush(stdout);
   }
