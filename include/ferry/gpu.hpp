@@ -22,6 +22,7 @@
 
 #include <ferry/type.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,12 @@ bool available() noexcept;
 // works on another thread's behalf.
 int current_device() noexcept;
 void set_device(int device);
+// The device of the calling thread's current CUDA context, -1 when it has none (the process has
+// not chosen or used a device yet): unlike current_device(), which says 0 then.
+int context_device() noexcept;
+// A 64-bit hash of the device's UUID (0 for -1 or without a GPU): the same GPU gives the same key
+// in every process, whatever its ordinal there (CUDA_VISIBLE_DEVICES).
+std::uint64_t device_key(int device);
 
 // Where a pointer lives, as CUDA sees it.
 enum class Memory { host, pinned_host, device, managed };
@@ -83,7 +90,8 @@ void unpack(const void* packed, void* origin, i64 count, const Type& type);
 void* alloc_pinned(i64 bytes);
 void free_pinned(void* p) noexcept;
 
-// A synchronous copy between any two memories (cudaMemcpy with cudaMemcpyDefault).
+// A synchronous copy between any two memories, ordered after the legacy default stream's work
+// like cudaMemcpy, and complete when it returns.
 void copy(void* dst, const void* src, i64 bytes);
 
 enum class Direction { pack, unpack };

@@ -40,6 +40,7 @@ namespace {
 struct DeviceInfo {
   int sms = 0;
   detail::LaunchPolicy policy{};
+  std::uint64_t key = 0;  // device_key: a hash of the UUID
 };
 
 constexpr int kMaxDevices = 64;
@@ -53,6 +54,9 @@ const DeviceInfo& device_info(int device) {
     FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     infos[device].sms = prop.multiProcessorCount;
     infos[device].policy = detail::launch_policy(prop.major, prop.minor);
+    std::uint64_t h = 0xCBF29CE484222325ULL;  // FNV-1a over the 16 bytes
+    for (char b : prop.uuid.bytes) h = (h ^ static_cast<unsigned char>(b)) * 0x100000001B3ULL;
+    infos[device].key = h ? h : 1;
     if (detail::env::gpu_threads() > 0) infos[device].policy.threads = detail::env::gpu_threads();
     if (detail::env::gpu_blocks_per_sm() > 0)
       infos[device].policy.blocks_per_sm = detail::env::gpu_blocks_per_sm();
@@ -270,6 +274,11 @@ bool available() noexcept {
   return ok;
 }
 
+std::uint64_t device_key(int device) {
+  if (device < 0 || !available()) return 0;
+  return device_info(device).key;
+}
+
 int current_device() noexcept {
   int d = -1;
   if (!available() || cudaGetDevice(&d) != cudaSuccess) return -1;
@@ -294,8 +303,13 @@ void free_pinned(void* p) noexcept {
 
 void copy(void* dst, const void* src, i64 bytes) {
   if (bytes < 0) fail(MPI_ERR_ARG, "negative copy size");
-  if (bytes > 0)
-    FERRY_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+  if (bytes == 0) return;
+  // As cudaMemcpy, ordered on the legacy default stream, but waited for whole (a cudaMemcpy from
+  // pageable memory may return before its DMA lands), and faster for small copies on the GPU
+  // machines (8 B H2D: 5.9 against 6.1 µs).
+  FERRY_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault,
+                                   cudaStreamLegacy));
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void pack_async(const void* origin, i64 count, const Type& type, void* packed, Stream stream,

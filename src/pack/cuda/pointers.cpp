@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "pack/host_pages.hpp"
 #include "sys/error.hpp"
@@ -54,6 +55,23 @@ bool cache_enabled() {
 }
 
 }  // namespace
+
+int context_device() noexcept {
+  using CtxGetCurrentFn = CUresult (*)(CUcontext*);
+  using CtxGetDeviceFn = CUresult (*)(CUdevice*);
+  static const auto fns = [] {
+    driver_get_attributes();  // opens libcuda
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return std::make_pair(lib ? reinterpret_cast<CtxGetCurrentFn>(dlsym(lib, "cuCtxGetCurrent")) : nullptr,
+                          lib ? reinterpret_cast<CtxGetDeviceFn>(dlsym(lib, "cuCtxGetDevice")) : nullptr);
+  }();
+  CUcontext ctx = nullptr;
+  CUdevice dev = -1;
+  if (!fns.first || !fns.second || fns.first(&ctx) != CUDA_SUCCESS || !ctx ||
+      fns.second(&dev) != CUDA_SUCCESS)
+    return -1;
+  return static_cast<int>(dev);
+}
 
 Allocation allocation_of(const void* p) {
   Allocation a{Memory::host, nullptr, 0, 0, -1};
