@@ -10,7 +10,9 @@
 // point repeats in batches until the median settles (two batches within 1 %) and reports its
 // spread (p10-p90 over the median). Then, on rank 0, the pack surfaces: packing for staging into
 // device memory then one copy, and one-shot into mapped host memory, over (object size x block
-// size). Curves it cannot measure here (another node) keep the built-in ones.
+// size). The curves are those of the ranks' locality: same_gpu when both ranks run on one GPU
+// (by UUID), other_gpu when on two GPUs of a node, other_node otherwise; the localities it cannot
+// measure in this run keep the built-in curves.
 //
 // --validate: messages of held-out sizes (3 and 5 times powers of two, and the -X halo face)
 // are sent with every method; the model's pick must be the fastest within 5 % in at least 90 %
@@ -25,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -129,13 +132,18 @@ class PingPong {
   void* b_ = nullptr;
 };
 
-bool same_node() {
+// Where the two ranks are: on one node (sharing its memory) or not, and then on one GPU or two.
+fm::Locality pair_locality() {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   int n = 0;
   MPI_Comm_size(node, &n);
   MPI_Comm_free(&node);
-  return n == 2;
+  std::uint64_t key[2] = {0, 0};
+  const std::uint64_t mine = ferry::gpu::device_key(ferry::gpu::current_device());
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, key, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  if (n != 2) return fm::Locality::other_node;
+  return key[0] == key[1] ? fm::Locality::same_gpu : fm::Locality::other_gpu;
 }
 
 bool method_applies(fm::Method m, i64 bytes, bool local) {
@@ -205,8 +213,8 @@ std::string now() {
 }
 
 int measure(const Options& o, int rank) {
-  const bool local = same_node();
-  const fm::Locality loc = local ? fm::Locality::same_node : fm::Locality::other_node;
+  const fm::Locality loc = pair_locality();
+  const bool local = loc != fm::Locality::other_node;
   fm::Model model = fm::Model::builtin();
   model.info["source"] = "ferry-measure";
   model.info["date"] = now();
@@ -265,8 +273,8 @@ int measure(const Options& o, int rank) {
 
 int validate(const Options& o, int rank) {
   const fm::Model model = fm::Model::load(o.validate);
-  const bool local = same_node();
-  const fm::Locality loc = local ? fm::Locality::same_node : fm::Locality::other_node;
+  const fm::Locality loc = pair_locality();
+  const bool local = loc != fm::Locality::other_node;
   PingPong pp(rank, o.max_size);
   std::vector<i64> sizes;
   for (i64 b = 1024; 5 * b <= o.max_size; b *= 2) {

@@ -52,35 +52,35 @@ TEST(Model, SurfaceInterpolatesInBothAxes) {
 
 TEST(Model, BuiltinChoosesByThresholds) {
   const Model m = Model::builtin();
-  EXPECT_EQ(m.choose(8, 8, Locality::same_node).method, Method::staged);
-  EXPECT_EQ(m.choose(4096, 4096, Locality::same_node).method, Method::staged);
-  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::same_node).method, Method::ipc);
-  EXPECT_EQ(m.choose(64 << 20, 64 << 20, Locality::same_node).method, Method::ipc);
-  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::same_node, false).method, Method::staged);
+  EXPECT_EQ(m.choose(8, 8, Locality::other_gpu).method, Method::staged);
+  EXPECT_EQ(m.choose(4096, 4096, Locality::other_gpu).method, Method::staged);
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(64 << 20, 64 << 20, Locality::other_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu, false).method, Method::staged);
   EXPECT_EQ(m.choose(64 << 20, 8, Locality::other_node).method, Method::pipelined);
   EXPECT_EQ(m.choose(64 << 10, 8, Locality::other_node).method, Method::staged);
   // The floors hold whatever the curves say.
   Model cheap_ipc;
-  cheap_ipc.set_curve(Method::staged, Locality::same_node, Curve{{1, 1 << 30}, {100.0, 1e6}});
-  cheap_ipc.set_curve(Method::ipc, Locality::same_node, Curve{{1, 1 << 30}, {1.0, 10.0}});
-  cheap_ipc.set_curve(Method::pipelined, Locality::same_node, Curve{{1, 1 << 30}, {0.5, 5.0}});
-  EXPECT_EQ(cheap_ipc.choose(1024, 1024, Locality::same_node).method, Method::staged);
-  EXPECT_EQ(cheap_ipc.choose(8192, 8192, Locality::same_node).method, Method::ipc);
-  EXPECT_EQ(cheap_ipc.choose(2 << 20, 8, Locality::same_node).method, Method::pipelined);
+  cheap_ipc.set_curve(Method::staged, Locality::other_gpu, Curve{{1, 1 << 30}, {100.0, 1e6}});
+  cheap_ipc.set_curve(Method::ipc, Locality::other_gpu, Curve{{1, 1 << 30}, {1.0, 10.0}});
+  cheap_ipc.set_curve(Method::pipelined, Locality::other_gpu, Curve{{1, 1 << 30}, {0.5, 5.0}});
+  EXPECT_EQ(cheap_ipc.choose(1024, 1024, Locality::other_gpu).method, Method::staged);
+  EXPECT_EQ(cheap_ipc.choose(8192, 8192, Locality::other_gpu).method, Method::ipc);
+  EXPECT_EQ(cheap_ipc.choose(2 << 20, 8, Locality::other_gpu).method, Method::pipelined);
 }
 
 TEST(Model, PackMethodFromSurfaces) {
   Model m = Model::builtin();
   // The built-in surfaces (an H200): one-shot, except for large objects of 1-byte blocks.
-  EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).pack, Pack::one_shot);
-  EXPECT_EQ(m.choose(8 << 20, 1, Locality::same_node).pack, Pack::device);
-  EXPECT_EQ(m.choose(8 << 20, 4096, Locality::same_node).pack, Pack::one_shot);
-  EXPECT_EQ(m.choose(8 << 20, 8 << 20, Locality::same_node).pack, Pack::one_shot);  // dense
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::one_shot);
+  EXPECT_EQ(m.choose(8 << 20, 1, Locality::other_gpu).pack, Pack::device);
+  EXPECT_EQ(m.choose(8 << 20, 4096, Locality::other_gpu).pack, Pack::one_shot);
+  EXPECT_EQ(m.choose(8 << 20, 8 << 20, Locality::other_gpu).pack, Pack::one_shot);  // dense
   m.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {30, 20}}});
   m.set_surface(Pack::one_shot, Surface{{1024, 1 << 20}, {8, 512}, {{3, 3}, {50, 15}}});
-  EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).pack, Pack::device);     // 30 < 50
-  EXPECT_EQ(m.choose(1 << 20, 512, Locality::same_node).pack, Pack::one_shot); // 15 < 20
-  EXPECT_EQ(m.choose(1024, 8, Locality::same_node).pack, Pack::one_shot);      // 3 < 5
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::device);     // 30 < 50
+  EXPECT_EQ(m.choose(1 << 20, 512, Locality::other_gpu).pack, Pack::one_shot); // 15 < 20
+  EXPECT_EQ(m.choose(1024, 8, Locality::other_gpu).pack, Pack::one_shot);      // 3 < 5
 }
 
 TEST(Model, FileRoundTrip) {
@@ -93,7 +93,7 @@ TEST(Model, FileRoundTrip) {
   std::remove(path.c_str());
   EXPECT_EQ(back.info.at("host"), "test-host");
   for (Method me : {Method::staged, Method::pipelined, Method::ipc})
-    for (Locality l : {Locality::same_node, Locality::other_node})
+    for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
       for (i64 b : {1LL, 100LL, 65536LL, 3000000LL, 1LL << 31}) {
         const double want = m.predict(me, l, b), got = back.predict(me, l, b);
         if (std::isinf(want)) {
@@ -135,6 +135,13 @@ TEST(Model, MalformedFilesAreRefused) {
       {R"({"format": "ferry-model", "version": 1, "methods": {"ipc": {"same_node": {)" + good_curve +
            "}}}}",
        "staged"},
+      // Each version's own names: "same_node" only in version 1, the GPUs only from version 2.
+      {R"({"format": "ferry-model", "version": 2, "methods": {"staged": {"same_node": {)" + good_curve +
+           "}}}}",
+       "unknown locality"},
+      {R"({"format": "ferry-model", "version": 1, "methods": {"staged": {"same_gpu": {)" + good_curve +
+           "}}}}",
+       "unknown locality"},
   };
   for (const auto& [text, why] : cases) {
     try {
@@ -145,6 +152,45 @@ TEST(Model, MalformedFilesAreRefused) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   }
+}
+
+// A version 1 file has one "same_node" curve per method: it serves both GPUs of the node.
+TEST(Model, VersionOneFilesServeBothGpusOfTheNode) {
+  const Model m = Model::from_json(
+      R"({"format": "ferry-model", "version": 1, "methods": {
+            "staged": {"same_node": {"bytes": [1, 1024], "us": [10.0, 20.0]},
+                       "other_node": {"bytes": [1, 1024], "us": [30.0, 40.0]}},
+            "ipc": {"same_node": {"bytes": [1, 1024], "us": [1.0, 2.0]}}}})");
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu}) {
+    EXPECT_DOUBLE_EQ(m.predict(Method::staged, l, 1024), 20.0) << name(l);
+    EXPECT_DOUBLE_EQ(m.predict(Method::ipc, l, 1), 1.0) << name(l);
+    EXPECT_EQ(m.choose(8192, 8192, l).method, Method::ipc) << name(l);
+  }
+  EXPECT_DOUBLE_EQ(m.predict(Method::staged, Locality::other_node, 1024), 40.0);
+  EXPECT_EQ(m.choose(8192, 8192, Locality::other_node).method, Method::staged);  // no IPC off-node
+  EXPECT_NE(m.to_json().find("\"version\": 2"), std::string::npos);  // written back as version 2
+}
+
+// One GPU measures same_gpu only; the other GPU of the node then uses its curves, and the reverse.
+// Where both are measured, each locality decides by its own: IPC on one GPU (a device copy) can
+// win where IPC to another GPU does not.
+TEST(Model, LocalitiesOfTheNode) {
+  Model m;
+  m.set_curve(Method::staged, Locality::same_gpu, Curve{{1, 1 << 20}, {10.0, 100.0}});
+  m.set_curve(Method::ipc, Locality::same_gpu, Curve{{1, 1 << 20}, {20.0, 30.0}});
+  EXPECT_DOUBLE_EQ(m.predict(Method::ipc, Locality::other_gpu, 1), 20.0);
+  EXPECT_TRUE(std::isinf(m.predict(Method::ipc, Locality::other_node, 1)));
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu).method, Method::ipc);
+  m.set_curve(Method::ipc, Locality::other_gpu, Curve{{1, 1 << 20}, {20.0, 300.0}});
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::same_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu).method, Method::staged);
+  EXPECT_EQ(m.curve(Method::staged, Locality::other_gpu), nullptr);  // only its own curve
+  // The built-in model: IPC on one GPU moves at device-copy speed.
+  const Model b = Model::builtin();
+  EXPECT_LT(b.predict(Method::ipc, Locality::same_gpu, 64 << 20), b.predict(Method::ipc, Locality::other_gpu, 64 << 20));
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
+    EXPECT_EQ(locality_named(name(l)), l);
+  EXPECT_FALSE(locality_named("same_node").has_value());
 }
 
 TEST(Model, EnvironmentFallsBackToBuiltin) {
@@ -160,18 +206,18 @@ TEST(Model, EnvironmentFallsBackToBuiltin) {
   setenv("FERRY_MODEL", broken.c_str(), 1);
   m = Model::from_environment(&why);
   EXPECT_NE(why.find("built-in"), std::string::npos) << why;
-  EXPECT_EQ(m.choose(1 << 20, 8, Locality::same_node).method, Method::ipc);
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).method, Method::ipc);
 
   Model custom;  // staged always wins
   custom.info["source"] = "custom";
-  custom.set_curve(Method::staged, Locality::same_node, Curve{{1, 1 << 30}, {1.0, 2.0}});
+  custom.set_curve(Method::staged, Locality::other_gpu, Curve{{1, 1 << 30}, {1.0, 2.0}});
   const std::string good = temp_path("good.json");
   custom.save(good);
   setenv("FERRY_MODEL", good.c_str(), 1);
   m = Model::from_environment(&why);
   EXPECT_EQ(why, "model " + good);
   EXPECT_EQ(m.info.at("source"), "custom");
-  EXPECT_EQ(m.choose(64 << 20, 8, Locality::same_node).method, Method::staged);
+  EXPECT_EQ(m.choose(64 << 20, 8, Locality::other_gpu).method, Method::staged);
   unsetenv("FERRY_MODEL");
   std::remove(broken.c_str());
   std::remove(good.c_str());
@@ -184,20 +230,20 @@ TEST(Model, DecisionCacheAgreesAndFillsOnce) {
   const std::vector<i64> sizes = {8, 4096, 65536, 1 << 20, 8 << 20, 64 << 20};
   for (int round = 0; round < 3; ++round)
     for (i64 b : sizes)
-      for (Locality l : {Locality::same_node, Locality::other_node}) {
+      for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node}) {
         const Decision d = cache.get(b, 8, l);
         const Decision want = model->choose(b, 8, l);
         EXPECT_EQ(d.method, want.method);
         EXPECT_EQ(d.pack, want.pack);
       }
-  EXPECT_EQ(cache.size(), sizes.size() * 2);
+  EXPECT_EQ(cache.size(), sizes.size() * 3);
   // Concurrent lookups and fills.
   std::vector<std::thread> threads;
   std::vector<int> wrong(4, 0);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (i64 b = 1; b < (1 << 24); b = b * 3 + t)
-        if (cache.get(b, 16, Locality::same_node).method != model->choose(b, 16, Locality::same_node).method)
+        if (cache.get(b, 16, Locality::other_gpu).method != model->choose(b, 16, Locality::other_gpu).method)
           ++wrong[static_cast<std::size_t>(t)];
     });
   for (auto& th : threads) th.join();

@@ -118,6 +118,101 @@ TEST_F(MpiGpu, HostToDeviceAndSendrecv) {
   EXPECT_EQ(back, values(other, n));
 }
 
+// Small dense device messages (3 B to 4 KiB, odd sizes at odd addresses) received into a larger
+// buffer, and a send of data that a copy on the default stream is still writing: the staging copy
+// must be ordered after it, as a copy on the default stream of a CUDA-aware MPI would be.
+TEST_F(MpiGpu, SmallMessagesAndTheDefaultStream) {
+  const int me = pair_rank(), other = 1 - me;
+  unsigned char* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, 8192));
+  for (int n : {3, 8, 1000, 4096, 4093}) {
+    for (int from = 0; from < 2; ++from) {
+      std::vector<unsigned char> want(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) want[static_cast<std::size_t>(i)] = static_cast<unsigned char>(i * 13 + n + from);
+      if (me == from) {
+        // Odd sizes at an odd offset, the others aligned.
+        unsigned char* at = n % 2 ? dev + 1 : dev;
+        CUDA_OK(cudaMemcpy(at, want.data(), want.size(), cudaMemcpyHostToDevice));
+        ASSERT_EQ(MPI_Send(at, n, MPI_BYTE, other, 30, pair_comm()), MPI_SUCCESS);
+      } else {
+        CUDA_OK(cudaMemset(dev, 0xEE, 8192));
+        unsigned char* at = n % 2 ? dev + 1 : dev;
+        MPI_Status st;
+        ASSERT_EQ(MPI_Recv(at, 8000, MPI_BYTE, other, 30, pair_comm(), &st), MPI_SUCCESS);
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        EXPECT_EQ(count, n);
+        std::vector<unsigned char> got(static_cast<std::size_t>(n) + 1);
+        CUDA_OK(cudaMemcpy(got.data(), at, got.size(), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(got[static_cast<std::size_t>(n)], 0xEE) << "wrote past the message, n=" << n;
+        got.pop_back();
+        EXPECT_EQ(got, want) << "n=" << n;
+      }
+    }
+  }
+
+  // Rank 0 queues a long copy and then a memset of the message on the default stream, and sends
+  // at once, without synchronizing.
+  const std::size_t big = std::size_t{256} << 20;
+  void *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(&a, big));
+  CUDA_OK(cudaMalloc(&b, big));
+  CUDA_OK(cudaMemset(dev, 0, 64));
+  CUDA_OK(cudaDeviceSynchronize());
+  if (me == 0) {
+    for (int i = 0; i < 4; ++i) CUDA_OK(cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice, 0));
+    CUDA_OK(cudaMemsetAsync(dev, 0x5A, 64, 0));
+    ASSERT_EQ(MPI_Send(dev, 64, MPI_BYTE, 1, 31, pair_comm()), MPI_SUCCESS);
+  } else {
+    std::vector<unsigned char> got(64, 0);
+    ASSERT_EQ(MPI_Recv(dev, 64, MPI_BYTE, 0, 31, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+    CUDA_OK(cudaMemcpy(got.data(), dev, 64, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, std::vector<unsigned char>(64, 0x5A)) << "sent before the default stream wrote it";
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(dev);
+}
+
+extern "C" const char* ferry_mpi_locality(int peer, int device);
+
+// After an IPC message each way, each rank knows on which GPU the other works: the model's
+// locality is same_gpu when both use one GPU (by UUID), other_gpu when they use two.
+TEST_F(MpiGpu, LocalityLearnedFromIpc) {
+  const int me = pair_rank(), other = 1 - me;
+  int device = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, device));
+  char uuids[2][16];
+  MPI_Allgather(prop.uuid.bytes, 16, MPI_BYTE, uuids, 16, MPI_BYTE, pair_comm());
+  const bool one_gpu = std::memcmp(uuids[0], uuids[1], 16) == 0;
+  int peer_world = -1;
+  {
+    MPI_Group g, wg;
+    MPI_Comm_group(pair_comm(), &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_translate_ranks(g, 1, &other, wg, &peer_world);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+  }
+  const std::size_t n = 1 << 18;  // 2 MiB: IPC by default between processes of a node
+  Device a(n), b(n);
+  for (int from = 0; from < 2; ++from) {
+    if (me == from) {
+      ASSERT_EQ(MPI_Send(a.p, static_cast<int>(n), MPI_DOUBLE, other, 40, pair_comm()), MPI_SUCCESS);
+    } else {
+      ASSERT_EQ(MPI_Recv(b.p, static_cast<int>(n), MPI_DOUBLE, other, 40, pair_comm(), MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+    }
+  }
+  const char* loc = ferry_mpi_locality(peer_world, device);
+  ASSERT_NE(loc, nullptr);
+  EXPECT_STREQ(loc, one_gpu ? "same_gpu" : "other_gpu");
+  EXPECT_EQ(ferry_mpi_locality(1 << 30, device), nullptr);
+}
+
 // Windows of non-blocking device sends and receives, completed by Waitall, Waitany and Test.
 TEST_F(MpiGpu, NonBlockingDeviceWindows) {
   const int me = pair_rank(), other = 1 - me;

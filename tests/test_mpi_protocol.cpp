@@ -170,10 +170,10 @@ TEST_F(Protocol, ProbesReportTheRealSize) {
 // A persistent receive whose message a probe already took (Ferry received it early to tell its
 // size): MPI_Start delivers it at once, and every kind of completion sees it, with the right
 // status; the request stays usable for messages that come the normal way. Messages: a pipelined
-// one (a stub) and a 136-byte ordinary one (stub-sized, so taken early as well).
+// one (a stub) and a 144-byte ordinary one (stub-sized, so taken early as well).
 TEST_F(Protocol, PersistentReceivesGetMessagesTakenEarly) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 17;  // doubles: 136 bytes, a stub's size
+  constexpr int kSmall = 18;  // doubles: 144 bytes, a stub's size
   if (pair_rank() == 0) {
     for (int k = 0; k < 5; ++k) {
       auto big = pattern(0, 40 + k);
@@ -272,7 +272,7 @@ TEST_F(Protocol, PersistentReceivesGetMessagesTakenEarly) {
 // what fitted; an unrelated receive with a type Ferry never saw still works meanwhile.
 TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 17;
+  constexpr int kSmall = 18;  // 144 bytes, a stub's size
   MPI_Comm comm;
   MPI_Comm_dup(pair_comm(), &comm);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -314,7 +314,7 @@ TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
 // MPI_Waitsome, and MPI_Cancel (too late: the request completes normally, not cancelled).
 TEST_F(Protocol, PersistentEarlyReceiveOtherCompletions) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 17;
+  constexpr int kSmall = 18;  // 144 bytes, a stub's size
   if (pair_rank() == 0) {
     for (int k = 0; k < 3; ++k) {
       auto v = pattern(0, 100 + k, kSmall);
@@ -362,7 +362,7 @@ TEST_F(Protocol, PersistentEarlyReceiveOtherCompletions) {
 // MPI_Sendrecv whose receive half matches a message a probe already took early.
 TEST_F(Protocol, SendrecvGetsAMessageTakenEarly) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 17;  // 136 bytes: taken early by the probe
+  constexpr int kSmall = 18;  // 144 bytes: taken early by the probe
   if (pair_rank() == 0) {
     auto v = pattern(0, 95, kSmall);
     ASSERT_EQ(MPI_Send(v.data(), kSmall, MPI_DOUBLE, other, 95, pair_comm()), MPI_SUCCESS);

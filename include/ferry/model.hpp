@@ -25,13 +25,16 @@ namespace ferry::model {
 
 // How a message travels (see docs/design.md, "MPI interposer").
 enum class Method : std::uint8_t { staged, pipelined, ipc };
-// Where the receiver is, seen from the sender.
-enum class Locality : std::uint8_t { same_node, other_node };
+// Where the receiver's buffer is, seen from the sender's: on the same GPU (another process on it),
+// on another GPU of the node, on another node.
+enum class Locality : std::uint8_t { same_gpu, other_gpu, other_node };
 // How a non-contiguous message is packed for staging: into device memory then copied, or by the
 // kernel straight into mapped host memory (one-shot).
 enum class Pack : std::uint8_t { device, one_shot };
 
-constexpr int kFormatVersion = 1;
+// Version 2 has the three localities; a version 1 file's "same_node" curves are read for both
+// GPUs of a node.
+constexpr int kFormatVersion = 2;
 // Floors every rank agrees on (receivers check for stubs only above them): no IPC below 4 KiB,
 // no pipelining below 1 MiB, whatever a model says.
 constexpr i64 kIpcMinBytes = 4096;
@@ -86,16 +89,17 @@ class Model {
   std::string to_json() const;
   static Model from_json(const std::string& text);  // throws like load()
 
-  // Predicted one-way time of a method, or +inf where the model has no curve for it.
+  // Predicted one-way time of a method, or +inf where the model has no curve for it. A locality of
+  // the node without a curve takes the other one's (a model measured on one GPU knows same_gpu).
   double predict(Method m, Locality l, i64 bytes) const;
   double predict_pack(Pack p, i64 bytes, i64 block) const;
   // The fastest method (and pack) the model knows for a message; `ipc_possible`: the buffer and
-  // the peer allow IPC.
+  // the peer allow IPC (never to another node).
   Decision choose(i64 bytes, i64 block, Locality l, bool ipc_possible = true) const;
 
   void set_curve(Method m, Locality l, Curve c);
   void set_surface(Pack p, Surface s);
-  const Curve* curve(Method m, Locality l) const;
+  const Curve* curve(Method m, Locality l) const;  // this locality's own curve, or null
 
   std::map<std::string, std::string> info;  // host, gpu, mpi, date, command: for people
 

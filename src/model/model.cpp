@@ -95,7 +95,14 @@ const char* name(Method m) {
   }
   return "?";
 }
-const char* name(Locality l) { return l == Locality::same_node ? "same_node" : "other_node"; }
+const char* name(Locality l) {
+  switch (l) {
+    case Locality::same_gpu: return "same_gpu";
+    case Locality::other_gpu: return "other_gpu";
+    case Locality::other_node: return "other_node";
+  }
+  return "?";
+}
 const char* name(Pack p) { return p == Pack::device ? "device" : "one_shot"; }
 
 std::optional<Method> method_named(const std::string& s) {
@@ -104,7 +111,7 @@ std::optional<Method> method_named(const std::string& s) {
   return std::nullopt;
 }
 std::optional<Locality> locality_named(const std::string& s) {
-  for (Locality l : {Locality::same_node, Locality::other_node})
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
     if (s == name(l)) return l;
   return std::nullopt;
 }
@@ -149,14 +156,16 @@ double Surface::at(i64 size, i64 block_size) const {
 
 Model Model::builtin() {
   // Shapes from the H200 pair in docs/performance.md: staged through pinned memory and the MPI's
-  // shared memory, pipelined from 4 MiB, IPC from 64 KiB on one node.
+  // shared memory, pipelined from 4 MiB, IPC from 64 KiB on one node (over NVLink to another GPU
+  // at 350 GB/s; on the same GPU a device copy, about 2 TB/s).
   Model m;
   m.info["source"] = "built-in";
-  m.set_curve(Method::staged, Locality::same_node, line(15.0, 15.0));
-  m.set_curve(Method::staged, Locality::other_node, line(15.0, 15.0));
-  m.set_curve(Method::pipelined, Locality::same_node, line(126.8, 25.0));
-  m.set_curve(Method::pipelined, Locality::other_node, line(126.8, 25.0));
-  m.set_curve(Method::ipc, Locality::same_node, line(19.2, 350.0));
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node}) {
+    m.set_curve(Method::staged, l, line(15.0, 15.0));
+    m.set_curve(Method::pipelined, l, line(126.8, 25.0));
+  }
+  m.set_curve(Method::ipc, Locality::other_gpu, line(19.2, 350.0));
+  m.set_curve(Method::ipc, Locality::same_gpu, line(19.2, 2000.0));
   // Pack surfaces (µs; object size x contiguous block size) as ferry-measure measured them on an
   // H200 (docs/img/model_h200_1gpu.json, 2026-11-23): packing on the device and copying once beats
   // the one-shot kernel over the bus only for large objects of 1-byte blocks.
@@ -184,6 +193,8 @@ const Curve* Model::curve(Method m, Locality l) const {
 
 double Model::predict(Method m, Locality l, i64 bytes) const {
   const Curve* c = curve(m, l);
+  if (!c && l == Locality::same_gpu) c = curve(m, Locality::other_gpu);
+  if (!c && l == Locality::other_gpu) c = curve(m, Locality::same_gpu);
   return c ? c->at(bytes) : std::numeric_limits<double>::infinity();
 }
 
@@ -199,7 +210,7 @@ Decision Model::choose(i64 bytes, i64 block, Locality l, bool ipc_possible) cons
     const double t = predict(Method::pipelined, l, bytes);
     if (t < best) best = t, d.method = Method::pipelined;
   }
-  if (ipc_possible && l == Locality::same_node && bytes >= kIpcMinBytes) {
+  if (ipc_possible && l != Locality::other_node && bytes >= kIpcMinBytes) {
     const double t = predict(Method::ipc, l, bytes);
     if (t < best) best = t, d.method = Method::ipc;
   }
@@ -234,8 +245,8 @@ Model Model::from_json(const std::string& text) {
   try {
     if (!j.is_object() || j.value("format", "") != "ferry-model") bad("not a ferry-model file");
     const int version = j.value("version", -1);
-    if (version != kFormatVersion)
-      bad("format version " + std::to_string(version) + ", this Ferry reads " +
+    if (version != kFormatVersion && version != 1)
+      bad("format version " + std::to_string(version) + ", this Ferry reads 1 and " +
           std::to_string(kFormatVersion));
     Model m;
     if (j.contains("info"))
@@ -246,13 +257,21 @@ Model Model::from_json(const std::string& text) {
       if (!method) bad("unknown method '" + mname + "'");
       if (!per.is_object()) bad("method '" + mname + "' is not an object");
       for (auto& [lname, c] : per.items()) {
+        if (version == 1 && lname == "same_node") {  // one curve for the node's GPUs
+          m.set_curve(*method, Locality::same_gpu, curve_from(c, mname + "/" + lname));
+          m.set_curve(*method, Locality::other_gpu, curve_from(c, mname + "/" + lname));
+          continue;
+        }
         auto loc = locality_named(lname);
-        if (!loc) bad("unknown locality '" + lname + "'");
+        if (!loc || (version == 1 && *loc != Locality::other_node))
+          bad("unknown locality '" + lname + "'");
         m.set_curve(*method, *loc, curve_from(c, mname + "/" + lname));
       }
     }
-    if (!m.curve(Method::staged, Locality::same_node) && !m.curve(Method::staged, Locality::other_node))
-      bad("no curve for the staged method");
+    bool staged = false;
+    for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
+      staged = staged || m.curve(Method::staged, l);
+    if (!staged) bad("no curve for the staged method");
     if (j.contains("pack"))
       for (auto& [pname, sj] : j.at("pack").items()) {
         auto p = pack_named(pname);

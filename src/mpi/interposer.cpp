@@ -386,6 +386,10 @@ FERRY_EXPORT long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
 FERRY_EXPORT long ferry_mpi_ipc_received(void) { return ipc::received(); }
 // Messages this process sent pipelined (chunks staged while MPI moves the ones before).
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
+// Where world rank `peer` receives, seen from data on CUDA device `device`, as the model's
+// locality: "same_gpu", "other_gpu" (also while its GPU is not known yet) or "other_node"; NULL
+// when Ferry's IPC is off or there is no such rank.
+FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) { return ipc::locality_name(peer, device); }
 // Requests Ferry is still finishing (its table of requests, and active stand-ins of persistent
 // requests): 0 once everything the application started has completed (for tests).
 FERRY_EXPORT long ferry_mpi_pending(void) {

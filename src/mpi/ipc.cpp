@@ -39,6 +39,10 @@ struct World {
   i64 ipc_min = -1;       // from FERRY_IPC_MIN, else -1: the model decides
   i64 pipeline_min = -1;  // from FERRY_PIPELINE_MIN, else -1
   i64 chunk_bytes = 0;    // pipelined chunk size
+  // Per world rank: the GPU (ferry::gpu::device_key) its messages last came from or went to, as
+  // stubs and acknowledgements tell (0: not known yet). At MPI_Init, the device of each process's
+  // current CUDA context, where it had one. It decides same_gpu against other_gpu.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> peer_gpu;
 };
 World& world() {
   static World w;
@@ -107,6 +111,7 @@ int world_rank(MPI_Comm comm, int rank) {
 void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 
 bool enabled() { return world().on; }
+
 
 bool host_protocol_test() {
   static const bool on = [] {
@@ -178,11 +183,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t) { return kNoCuda; }
 
 namespace {
 
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::uint32_t kIpc = 1;
 constexpr std::uint32_t kPipelined = 2;
-constexpr int kAckDone = 0;      // the receiver has the data
-constexpr int kAckNeedData = 1;  // the receiver could not open the handle: send the data
+// The acknowledgement: {kAckDone or kAckNeedData, the receiver's GPU (device_key, 0: host memory)}.
+constexpr std::uint64_t kAckDone = 0;      // the receiver has the data
+constexpr std::uint64_t kAckNeedData = 1;  // the receiver could not open the handle: send the data
 
 struct Stub {
   std::uint64_t magic[2];
@@ -196,6 +202,7 @@ struct Stub {
   std::uint32_t kind;         // kIpc or kPipelined
   std::uint32_t chunk_elems;  // pipelined: sender elements per chunk (`offset`: bytes per chunk)
   cudaIpcMemHandle_t handle;
+  std::uint64_t gpu;  // the sender's GPU (ferry::gpu::device_key; 0: host memory)
 };
 static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protocol");
 
@@ -325,7 +332,7 @@ Sequences& sequences() {
 // acknowledgement word, the packed staging buffer.
 struct InFlight {
   Stub stub{};
-  int ack = -1;
+  std::uint64_t ack[2] = {~std::uint64_t{0}, 0};
   MPI_Request stub_request = MPI_REQUEST_NULL;
   void* staging = nullptr;  // device pool buffer, or null when the user's buffer was sent
   const void* src = nullptr;
@@ -336,7 +343,8 @@ struct InFlight {
 // After the acknowledgement: finish the stub's send; send the data if the receiver asked for it.
 int conclude(InFlight& f) {
   int rc = PMPI_Wait(&f.stub_request, MPI_STATUS_IGNORE);
-  if (rc != MPI_SUCCESS || f.ack != kAckNeedData) return rc;
+  if (f.ack[1] != 0) world().peer_gpu[static_cast<std::size_t>(f.dest_world)].store(f.ack[1], std::memory_order_relaxed);
+  if (rc != MPI_SUCCESS || f.ack[0] != kAckNeedData) return rc;
   Staged host(f.stub.bytes);
   ferry::gpu::copy(host.p, f.src, f.stub.bytes);
   return PMPI_Send(host.p, static_cast<int>(f.stub.bytes), MPI_BYTE, f.dest_world,
@@ -348,11 +356,21 @@ i64 env_bytes(const char* name, i64 fallback) {
   return e && *e ? std::atoll(e) : fallback;
 }
 
-// The method for a message of `bytes` packed bytes in blocks of `block` bytes.
-model::Method decide(i64 bytes, i64 block, bool same_node_peer, bool ipc_possible) {
+// Where world rank `peer` receives, seen from data on `device`: another node; the same GPU, when
+// the peer's last known GPU is this one; else (another GPU, or not known yet) another GPU.
+model::Locality locality(int peer, int device) {
   const World& w = world();
-  const auto loc = same_node_peer ? model::Locality::same_node : model::Locality::other_node;
-  ipc_possible = ipc_possible && same_node_peer && bytes >= kMinBytes;
+  const auto p = static_cast<std::size_t>(peer);
+  if (w.node_of[p] != w.node_of[static_cast<std::size_t>(w.rank)]) return model::Locality::other_node;
+  const std::uint64_t theirs = w.peer_gpu[p].load(std::memory_order_relaxed);
+  return theirs != 0 && theirs == ferry::gpu::device_key(device) ? model::Locality::same_gpu
+                                                                 : model::Locality::other_gpu;
+}
+
+// The method for a message of `bytes` packed bytes in blocks of `block` bytes.
+model::Method decide(i64 bytes, i64 block, model::Locality loc, bool ipc_possible) {
+  const World& w = world();
+  ipc_possible = ipc_possible && loc != model::Locality::other_node && bytes >= kMinBytes;
   const bool pipeline_possible = bytes >= kPipelineMinBytes;
   if (w.forced) {
     if (*w.forced == model::Method::ipc && ipc_possible) return model::Method::ipc;
@@ -377,6 +395,12 @@ i64 block_of(const ferry::Type& t) { return t.blocks() > 0 ? t.size() / t.blocks
 
 }  // namespace
 
+const char* locality_name(int peer, int device) {
+  const World& w = world();
+  if (!w.on || peer < 0 || peer >= static_cast<int>(w.node_of.size())) return nullptr;
+  return model::name(locality(peer, device));
+}
+
 void init() {
   World& w = world();
   const char* e = std::getenv("FERRY_IPC");
@@ -394,6 +418,11 @@ void init() {
   PMPI_Comm_free(&node);
   w.node_of.assign(static_cast<std::size_t>(n), -1);
   PMPI_Allgather(&leader, 1, MPI_INT, w.node_of.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<std::uint64_t> gpus(static_cast<std::size_t>(n), 0);
+  const std::uint64_t mine = ferry::gpu::device_key(ferry::gpu::context_device());
+  PMPI_Allgather(&mine, 1, MPI_UINT64_T, gpus.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  w.peer_gpu = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) w.peer_gpu[static_cast<std::size_t>(i)].store(gpus[static_cast<std::size_t>(i)]);
   PMPI_Comm_dup(MPI_COMM_WORLD, &w.ctl);
   if (w.rank == 0) {
     std::random_device rd;
@@ -451,7 +480,7 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   const char* first = static_cast<const char*>(buf) + t->data_lb(count);
   ferry::gpu::Allocation a = ferry::gpu::allocation_of(first);
   if (a.kind != ferry::gpu::Memory::device) return false;
-  if (decide(bytes, block_of(*t), true, true) != model::Method::ipc) return false;
+  if (decide(bytes, block_of(*t), locality(dw, a.device), true) != model::Method::ipc) return false;
   ferry::gpu::settle(a);  // the receiver reads from its own context: no stream orders it after ours
 
   auto f = std::make_shared<InFlight>();
@@ -476,9 +505,10 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
   s.base = reinterpret_cast<std::uint64_t>(a.base);
   s.alloc_id = a.id;
+  s.gpu = ferry::gpu::device_key(a.device);
 
   MPI_Request ack;
-  *rc = PMPI_Irecv(&f->ack, 1, MPI_INT, dw, ack_tag(s.seq), w.ctl, &ack);
+  *rc = PMPI_Irecv(f->ack, 2, MPI_UINT64_T, dw, ack_tag(s.seq), w.ctl, &ack);
   if (*rc != MPI_SUCCESS) return true;
   switch (mode) {
     case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
@@ -551,19 +581,27 @@ void deliver_from_gpu(const char* src, i64 take, const Target& to) {
 
 // Answers an IPC sender however the fetch ends, so it never waits for ever.
 struct Answer {
-  int peer, tag, word;
+  int peer, tag;
+  std::uint64_t word[2];
   bool sent = false;
   void send() {
-    if (!sent) PMPI_Send(&word, 1, MPI_INT, peer, tag, world().ctl);
+    if (!sent) PMPI_Send(word, 2, MPI_UINT64_T, peer, tag, world().ctl);
     sent = true;
   }
   ~Answer() { send(); }
 };
 
+// The GPU a receive target is on (device_key), 0 for host memory.
+std::uint64_t gpu_of(const Target& to) {
+  if (!to.device || !to.type || to.count <= 0) return 0;
+  return ferry::gpu::device_key(
+      ferry::gpu::allocation_of(static_cast<const char*>(to.buf) + to.type->data_lb(to.count)).device);
+}
+
 // IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.
 void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
   void* mapped = handles().open(s);
-  Answer ack{sw, ack_tag(s.seq), mapped ? kAckDone : kAckNeedData};
+  Answer ack{sw, ack_tag(s.seq), {mapped ? kAckDone : kAckNeedData, gpu_of(to)}};
   if (mapped) {
     deliver_from_gpu(static_cast<const char*>(mapped) + s.offset, take, to);
     return;  // ~Answer acknowledges
@@ -641,6 +679,7 @@ bool finish_recv(const Target& to, const void* staging, const Ranks& ranks, MPI_
 
   const i64 capacity = to.count * t.size();
   const i64 take = std::min(s.bytes, capacity);
+  if (s.gpu != 0) w.peer_gpu[static_cast<std::size_t>(sw)].store(s.gpu, std::memory_order_relaxed);
   if (s.kind == kIpc) {
     fetch_ipc(s, sw, take, to);
   } else {
@@ -663,10 +702,10 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   if (!t) return false;
   const i64 bytes = ferry::pack_size(count, *t);
   if (bytes < kPipelineMinBytes || t->size() == 0) return false;
-  const bool same = w.node_of[static_cast<std::size_t>(dw)] == w.node_of[static_cast<std::size_t>(w.rank)];
   const ferry::gpu::Allocation a = ferry::gpu::allocation_of(static_cast<const char*>(buf) + t->data_lb(count));
   const bool ipc_possible = a.kind == ferry::gpu::Memory::device;
-  if (decide(bytes, block_of(*t), same, ipc_possible) != model::Method::pipelined) return false;
+  if (decide(bytes, block_of(*t), locality(dw, a.device), ipc_possible) != model::Method::pipelined)
+    return false;
   ferry::gpu::settle(a);  // packed on Ferry's own stream
   const i64 chunk_elems = std::max<i64>(1, w.chunk_bytes / t->size());
   if (chunk_elems >= count) return false;  // one chunk: nothing to overlap
@@ -683,6 +722,7 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   s.seq = sequences().next(dw);
   s.offset = chunk;
   s.chunk_elems = static_cast<std::uint32_t>(chunk_elems);
+  s.gpu = ferry::gpu::device_key(a.device);
   MPI_Request stub;
   switch (mode) {
     case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
@@ -768,12 +808,16 @@ bool pack_through_device(i64 count, const ferry::Type& t) {
   if (w.forced_pack) return *w.forced_pack == model::Pack::device;
   if (!w.decisions) return false;
   const i64 bytes = count * t.size();
-  return w.decisions->get(bytes, block_of(t), model::Locality::same_node, false).pack ==
+  return w.decisions->get(bytes, block_of(t), model::Locality::other_gpu, false).pack ==
          model::Pack::device;
 }
 }  // namespace
 
 void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
+  if (t.dense()) {  // one copy; the caller knows where the data is (no pointer queries here)
+    if (count > 0) ferry::gpu::copy(host, static_cast<const char*>(buf) + t.data_lb(count), count * t.size());
+    return;
+  }
   if (!pack_through_device(count, t)) return ferry::gpu::pack(buf, count, t, host);
   // Packed on Ferry's own stream, not ordered after the application's default stream.
   if (count > 0) ferry::gpu::settle(ferry::gpu::allocation_of(static_cast<const char*>(buf) + t.data_lb(count)));

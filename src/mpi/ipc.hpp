@@ -5,14 +5,16 @@
 // user's communicator with the user's tag (so matching, ANY_SOURCE/ANY_TAG and non-overtaking order
 // stay the MPI's own), carrying a random per-job magic, the CUDA IPC handle of the allocation that
 // holds the data (the user's buffer when the type is dense, else a device staging buffer the GPU
-// engine packed into), the offset in it and the packed size. The receiver, on any receive of at
+// engine packed into), the offset in it, the packed size and the sender's GPU. The receiver, on any receive of at
 // least kMinBytes whose message is stub-sized and carries the magic, opens the handle (cached per
 // sender allocation; a new allocation id at the same address closes the old mapping), copies or
 // unpacks straight from the sender's GPU memory over NVLink into its buffer (device or host),
 // fixes the status' count to the real size, and acknowledges on a private duplicate of
 // MPI_COMM_WORLD. The sender's request completes on that acknowledgement (a rendezvous, like MPI's
 // own large-message protocol). If the receiver cannot open the handle, its acknowledgement asks
-// for the data and the sender sends it staged on the private communicator.
+// for the data and the sender sends it staged on the private communicator. The acknowledgement
+// names the receiver's GPU, as the stub names the sender's: each side learns on which GPU its peer
+// works, and the model's locality (same GPU or another GPU of the node) follows.
 //
 // Progress: a receiver may sit in another blocking call while a sender waits for its
 // acknowledgement, so every blocking call of the interposer polls pending receives that may hold a
@@ -30,7 +32,7 @@
 
 namespace ferry::mpi_detail::ipc {
 
-constexpr int kStubBytes = 136;
+constexpr int kStubBytes = 144;
 // Receives smaller than this never hold a stub: no send below it uses IPC.
 constexpr i64 kMinBytes = 4096;
 // Nor does any send below this use the pipelined method, the one that also crosses nodes.
@@ -92,6 +94,10 @@ void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t);
 // Forces a method / pack for the messages that follow (measurements); nullopt: the model decides.
 void force_method(std::optional<model::Method> m);
 void force_pack(std::optional<model::Pack> p);
+
+// The model's locality of world rank `peer` for data on `device` ("same_gpu", "other_gpu",
+// "other_node"; null when IPC is off or the rank does not exist), for tests.
+const char* locality_name(int peer, int device);
 
 // Messages sent and received over IPC by this process so far (for tests and benchmarks).
 long sent();
