@@ -8,11 +8,12 @@
 // pipelined, IPC where the ranks share a node) the one-way time of a device-to-device message by
 // size (powers of two), from a ping-pong through the interposer with that method forced; each
 // point repeats in batches until the median settles (two batches within 1 %) and reports its
-// spread (p10-p90 over the median). Then, on rank 0, the pack surfaces: packing for staging into
-// device memory then one copy, and one-shot into mapped host memory, over (object size x block
-// size). The curves are those of the ranks' locality: same_gpu when both ranks run on one GPU
-// (by UUID), other_gpu when on two GPUs of a node, other_node otherwise; the localities it cannot
-// measure in this run keep the built-in curves.
+// spread (p10-p90 over the median). Then, on rank 0, the pack and unpack surfaces: packing for
+// staging into device memory then one copy, or one-shot into mapped host memory; unpacking after
+// one copy into device memory, or one-shot from mapped host memory; over (object size x block
+// size), each point repeated until stable too. The curves are those of the ranks' locality:
+// same_gpu when both ranks run on one GPU (by UUID), other_gpu when on two GPUs of a node,
+// other_node otherwise; the localities it cannot measure in this run keep the built-in curves.
 //
 // --validate: messages of held-out sizes (3 and 5 times powers of two, and the -X halo face)
 // are sent with every method; the model's pick must be the fastest within 5 % in at least 90 %
@@ -152,15 +153,19 @@ bool method_applies(fm::Method m, i64 bytes, bool local) {
   return true;
 }
 
-// Pack surface for one pack method, on this rank's GPU: (object size x block size), CUDA events.
-fm::Surface pack_surface(fm::Pack how, const std::vector<i64>& sizes, const std::vector<i64>& blocks) {
+// Pack (or unpack) surface for one pack method, on this rank's GPU: (object size x block size),
+// CUDA events around the work. Each point repeats in batches of 10 until its median moves by less
+// than 1 % twice in a row (at most 200 samples); `spread` gets the largest p10-p90 spread over the
+// median of any point.
+fm::Surface pack_surface(fm::Pack how, fm::Direction dir, const std::vector<i64>& sizes,
+                         const std::vector<i64>& blocks, bool quick, double* spread) {
   fm::Surface s;
   s.bytes = sizes;
   s.block = blocks;
   const i64 biggest = sizes.back();
-  char* src = nullptr;
-  char* dev = nullptr;
-  cudaMalloc(&src, static_cast<std::size_t>(2 * biggest));
+  char* mem = nullptr;  // the data, laid out by the type (stride twice the block)
+  char* dev = nullptr;  // device staging
+  cudaMalloc(&mem, static_cast<std::size_t>(2 * biggest));
   cudaMalloc(&dev, static_cast<std::size_t>(biggest));
   void* host = ferry::gpu::alloc_pinned(biggest);
   cudaStream_t st;
@@ -168,6 +173,7 @@ fm::Surface pack_surface(fm::Pack how, const std::vector<i64>& sizes, const std:
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
+  *spread = 0;
   for (i64 bytes : sizes) {
     std::vector<double> row;
     for (i64 block : blocks) {
@@ -176,22 +182,42 @@ fm::Surface pack_surface(fm::Pack how, const std::vector<i64>& sizes, const std:
                       static_cast<int>(2 * block), MPI_BYTE, &v);
       MPI_Type_commit(&v);
       auto t = ferry::lookup(v);
-      std::vector<double> ms;
-      for (int rep = 0; rep < 25; ++rep) {
+      const auto size = static_cast<std::size_t>(t->size());
+      auto once = [&] {
         cudaEventRecord(e0, st);
-        if (how == fm::Pack::device) {
-          ferry::gpu::pack_async(src, 1, *t, dev, st);
-          cudaMemcpyAsync(host, dev, static_cast<std::size_t>(t->size()), cudaMemcpyDeviceToHost, st);
+        if (dir == fm::Direction::pack) {
+          if (how == fm::Pack::device) {
+            ferry::gpu::pack_async(mem, 1, *t, dev, st);
+            cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, st);
+          } else {
+            ferry::gpu::pack_async(mem, 1, *t, host, st);
+          }
         } else {
-          ferry::gpu::pack_async(src, 1, *t, host, st);
+          if (how == fm::Pack::device) {
+            cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, st);
+            ferry::gpu::unpack_async(dev, mem, 1, *t, st);
+          } else {
+            ferry::gpu::unpack_async(host, mem, 1, *t, st);
+          }
         }
         cudaEventRecord(e1, st);
         cudaEventSynchronize(e1);
         float m = 0;
         cudaEventElapsedTime(&m, e0, e1);
-        if (rep >= 5) ms.push_back(m * 1000.0);
+        return static_cast<double>(m) * 1000.0;
+      };
+      for (int w = 0; w < 3; ++w) once();
+      std::vector<double> us;
+      double prev = 0;
+      for (int settled = 0; settled < 2 && us.size() < (quick ? 60u : 200u);) {
+        for (int i = 0; i < 10; ++i) us.push_back(once());
+        const double med = percentile(us, 0.5);
+        settled = prev > 0 && std::fabs(med - prev) < 0.01 * prev ? settled + 1 : 0;
+        prev = med;
       }
-      row.push_back(std::max(percentile(ms, 0.5), 0.01));
+      const double med = std::max(percentile(us, 0.5), 0.01);
+      *spread = std::max(*spread, (percentile(us, 0.9) - percentile(us, 0.1)) / med);
+      row.push_back(med);
       MPI_Type_free(&v);
     }
     s.us.push_back(row);
@@ -200,7 +226,7 @@ fm::Surface pack_surface(fm::Pack how, const std::vector<i64>& sizes, const std:
   cudaEventDestroy(e1);
   cudaStreamDestroy(st);
   ferry::gpu::free_pinned(host);
-  cudaFree(src);
+  cudaFree(mem);
   cudaFree(dev);
   return s;
 }
@@ -252,18 +278,21 @@ int measure(const Options& o, int rank) {
   if (rank == 0) {
     std::vector<i64> sizes = {i64{4} << 10, i64{64} << 10, i64{1} << 20, i64{8} << 20};
     std::vector<i64> blocks = {1, 8, 64, 512, 4096};
-    for (fm::Pack p : {fm::Pack::device, fm::Pack::one_shot}) {
-      fm::Surface s = pack_surface(p, sizes, blocks);
-      std::printf("pack %-8s us by size (rows) x block", fm::name(p));
-      for (i64 b : blocks) std::printf(" %8lld", static_cast<long long>(b));
-      std::printf("\n");
-      for (std::size_t i = 0; i < sizes.size(); ++i) {
-        std::printf("%37lld", static_cast<long long>(sizes[i]));
-        for (double t : s.us[i]) std::printf(" %8.2f", t);
-        std::printf("\n");
+    for (fm::Direction d : {fm::Direction::pack, fm::Direction::unpack})
+      for (fm::Pack p : {fm::Pack::device, fm::Pack::one_shot}) {
+        double spread = 0;
+        fm::Surface s = pack_surface(p, d, sizes, blocks, o.quick, &spread);
+        std::printf("%-6s %-8s us by size (rows) x block", d == fm::Direction::pack ? "pack" : "unpack",
+                    fm::name(p));
+        for (i64 b : blocks) std::printf(" %8lld", static_cast<long long>(b));
+        std::printf("   (largest spread %.1f%%)\n", 100 * spread);
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          std::printf("%39lld", static_cast<long long>(sizes[i]));
+          for (double t : s.us[i]) std::printf(" %8.2f", t);
+          std::printf("\n");
+        }
+        model.set_surface(p, std::move(s), d);
       }
-      model.set_surface(p, std::move(s));
-    }
     model.save(o.out);
     std::printf("ferry-measure: wrote %s\n", o.out.c_str());
   }

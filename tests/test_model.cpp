@@ -81,12 +81,23 @@ TEST(Model, PackMethodFromSurfaces) {
   EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::device);     // 30 < 50
   EXPECT_EQ(m.choose(1 << 20, 512, Locality::other_gpu).pack, Pack::one_shot); // 15 < 20
   EXPECT_EQ(m.choose(1024, 8, Locality::other_gpu).pack, Pack::one_shot);      // 3 < 5
+  // Without unpack surfaces, a receive decides by the pack surfaces...
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).unpack, Pack::device);
+  EXPECT_DOUBLE_EQ(m.predict_pack(Pack::device, 1 << 20, 8, Direction::unpack), 30.0);
+  // ...and by its own once it has them, independently of the send's.
+  m.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {60, 20}}}, Direction::unpack);
+  m.set_surface(Pack::one_shot, Surface{{1024, 1 << 20}, {8, 512}, {{3, 3}, {40, 25}}}, Direction::unpack);
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::device);       // 30 < 50
+  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).unpack, Pack::one_shot);   // 40 < 60
+  EXPECT_EQ(m.choose(1 << 20, 512, Locality::other_gpu).unpack, Pack::device);   // 20 < 25
+  EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu).unpack, Pack::one_shot);  // dense
 }
 
 TEST(Model, FileRoundTrip) {
   Model m = Model::builtin();
   m.info["host"] = "test-host";
   m.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {30, 20}}});
+  m.set_surface(Pack::one_shot, Surface{{8192}, {8}, {{7.0}}}, Direction::unpack);
   const std::string path = temp_path("roundtrip.json");
   m.save(path);
   const Model back = Model::load(path);
@@ -103,6 +114,7 @@ TEST(Model, FileRoundTrip) {
         }
       }
   EXPECT_DOUBLE_EQ(back.predict_pack(Pack::device, 4096, 64), m.predict_pack(Pack::device, 4096, 64));
+  EXPECT_DOUBLE_EQ(back.predict_pack(Pack::one_shot, 8192, 8, Direction::unpack), 7.0);
   EXPECT_EQ(back.to_json(), m.to_json());
 }
 
@@ -135,6 +147,12 @@ TEST(Model, MalformedFilesAreRefused) {
       {R"({"format": "ferry-model", "version": 1, "methods": {"ipc": {"same_node": {)" + good_curve +
            "}}}}",
        "staged"},
+      {R"({"format": "ferry-model", "version": 2, "methods": {"staged": {"other_gpu": {)" + good_curve +
+           R"(}}}, "unpack": {"sideways": {"bytes": [1], "block": [1], "us": [[1.0]]}}})",
+       "unknown unpack method"},
+      {R"({"format": "ferry-model", "version": 2, "methods": {"staged": {"other_gpu": {)" + good_curve +
+           R"(}}}, "unpack": [1, 2]})",
+       "'unpack' is not an object"},
       // Each version's own names: "same_node" only in version 1, the GPUs only from version 2.
       {R"({"format": "ferry-model", "version": 2, "methods": {"staged": {"same_node": {)" + good_curve +
            "}}}}",

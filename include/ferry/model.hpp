@@ -2,8 +2,8 @@
 //
 // A model holds, per (method, locality), the measured one-way time of a message by packed size
 // (1-D, interpolated log-log between measured sizes, extrapolated at constant bandwidth beyond the
-// ends), and per pack method the time to pack by (object size × contiguous block size) (2-D,
-// bilinear in log-log). `ferry-measure` writes one as a versioned JSON file; the interposer loads
+// ends), and per pack method the time to pack for staging, and to unpack from it, by (object size
+// × contiguous block size) (2-D, bilinear in log-log). `ferry-measure` writes one as a versioned JSON file; the interposer loads
 // it from $FERRY_MODEL, else from the per-host default path, else uses built-in defaults. A file
 // that cannot be read or parsed is an error message and the defaults, never a crash.
 #pragma once
@@ -29,8 +29,9 @@ enum class Method : std::uint8_t { staged, pipelined, ipc };
 // on another GPU of the node, on another node.
 enum class Locality : std::uint8_t { same_gpu, other_gpu, other_node };
 // How a non-contiguous message is packed for staging: into device memory then copied, or by the
-// kernel straight into mapped host memory (one-shot).
+// kernel straight into mapped host memory (one-shot); and the same two ways to unpack it.
 enum class Pack : std::uint8_t { device, one_shot };
+enum class Direction : std::uint8_t { pack, unpack };
 
 // Version 2 has the three localities; a version 1 file's "same_node" curves are read for both
 // GPUs of a node.
@@ -68,7 +69,8 @@ struct Surface {
 
 struct Decision {
   Method method;
-  Pack pack;
+  Pack pack;    // staging a send
+  Pack unpack;  // a staged receive
 };
 
 class Model {
@@ -92,20 +94,22 @@ class Model {
   // Predicted one-way time of a method, or +inf where the model has no curve for it. A locality of
   // the node without a curve takes the other one's (a model measured on one GPU knows same_gpu).
   double predict(Method m, Locality l, i64 bytes) const;
-  double predict_pack(Pack p, i64 bytes, i64 block) const;
+  // Time to pack (or unpack) by a pack method, or +inf where the model has no surface; an unpack
+  // without surfaces of its own takes the pack surfaces (a version 1 file has no others).
+  double predict_pack(Pack p, i64 bytes, i64 block, Direction d = Direction::pack) const;
   // The fastest method (and pack) the model knows for a message; `ipc_possible`: the buffer and
   // the peer allow IPC (never to another node).
   Decision choose(i64 bytes, i64 block, Locality l, bool ipc_possible = true) const;
 
   void set_curve(Method m, Locality l, Curve c);
-  void set_surface(Pack p, Surface s);
+  void set_surface(Pack p, Surface s, Direction d = Direction::pack);
   const Curve* curve(Method m, Locality l) const;  // this locality's own curve, or null
 
   std::map<std::string, std::string> info;  // host, gpu, mpi, date, command: for people
 
  private:
   std::map<std::pair<Method, Locality>, Curve> curves_;
-  std::map<Pack, Surface> surfaces_;
+  std::map<std::pair<Direction, Pack>, Surface> surfaces_;
 };
 
 // Decisions cached by (block size, object size, locality, IPC possible): a lookup costs a hash and

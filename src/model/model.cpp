@@ -184,7 +184,7 @@ Model Model::builtin() {
 }
 
 void Model::set_curve(Method m, Locality l, Curve c) { curves_[{m, l}] = std::move(c); }
-void Model::set_surface(Pack p, Surface s) { surfaces_[p] = std::move(s); }
+void Model::set_surface(Pack p, Surface s, Direction d) { surfaces_[{d, p}] = std::move(s); }
 
 const Curve* Model::curve(Method m, Locality l) const {
   auto it = curves_.find({m, l});
@@ -198,13 +198,18 @@ double Model::predict(Method m, Locality l, i64 bytes) const {
   return c ? c->at(bytes) : std::numeric_limits<double>::infinity();
 }
 
-double Model::predict_pack(Pack p, i64 bytes, i64 block) const {
-  auto it = surfaces_.find(p);
+double Model::predict_pack(Pack p, i64 bytes, i64 block, Direction d) const {
+  auto it = surfaces_.find({d, p});
+  if (it == surfaces_.end() && d == Direction::unpack) {
+    const bool any_unpack = surfaces_.count({Direction::unpack, Pack::device}) ||
+                            surfaces_.count({Direction::unpack, Pack::one_shot});
+    if (!any_unpack) it = surfaces_.find({Direction::pack, p});
+  }
   return it == surfaces_.end() ? std::numeric_limits<double>::infinity() : it->second.at(bytes, block);
 }
 
 Decision Model::choose(i64 bytes, i64 block, Locality l, bool ipc_possible) const {
-  Decision d{Method::staged, Pack::one_shot};
+  Decision d{Method::staged, Pack::one_shot, Pack::one_shot};
   double best = predict(Method::staged, l, bytes);
   if (bytes >= kPipelinedMinBytes) {
     const double t = predict(Method::pipelined, l, bytes);
@@ -214,9 +219,11 @@ Decision Model::choose(i64 bytes, i64 block, Locality l, bool ipc_possible) cons
     const double t = predict(Method::ipc, l, bytes);
     if (t < best) best = t, d.method = Method::ipc;
   }
-  if (block > 0 && block < bytes &&
-      predict_pack(Pack::device, bytes, block) < predict_pack(Pack::one_shot, bytes, block))
-    d.pack = Pack::device;
+  if (block > 0 && block < bytes) {
+    for (Direction dir : {Direction::pack, Direction::unpack})
+      if (predict_pack(Pack::device, bytes, block, dir) < predict_pack(Pack::one_shot, bytes, block, dir))
+        (dir == Direction::pack ? d.pack : d.unpack) = Pack::device;
+  }
   return d;
 }
 
@@ -229,9 +236,12 @@ std::string Model::to_json() const {
   for (auto& [key, c] : curves_)
     methods[name(key.first)][name(key.second)] = {{"bytes", c.bytes}, {"us", c.us}};
   j["methods"] = methods;
-  json packs = json::object();
-  for (auto& [p, s] : surfaces_) packs[name(p)] = {{"bytes", s.bytes}, {"block", s.block}, {"us", s.us}};
+  json packs = json::object(), unpacks = json::object();
+  for (auto& [key, s] : surfaces_)
+    (key.first == Direction::pack ? packs : unpacks)[name(key.second)] = {
+        {"bytes", s.bytes}, {"block", s.block}, {"us", s.us}};
   j["pack"] = packs;
+  if (!unpacks.empty()) j["unpack"] = unpacks;
   return j.dump(1);
 }
 
@@ -272,12 +282,16 @@ Model Model::from_json(const std::string& text) {
     for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
       staged = staged || m.curve(Method::staged, l);
     if (!staged) bad("no curve for the staged method");
-    if (j.contains("pack"))
-      for (auto& [pname, sj] : j.at("pack").items()) {
+    for (Direction dir : {Direction::pack, Direction::unpack}) {
+      const std::string section = dir == Direction::pack ? "pack" : "unpack";
+      if (!j.contains(section)) continue;
+      if (!j.at(section).is_object()) bad("'" + section + "' is not an object");
+      for (auto& [pname, sj] : j.at(section).items()) {
         auto p = pack_named(pname);
-        if (!p) bad("unknown pack method '" + pname + "'");
-        m.set_surface(*p, surface_from(sj, "pack/" + pname));
+        if (!p) bad("unknown " + section + " method '" + pname + "'");
+        m.set_surface(*p, surface_from(sj, section + "/" + pname), dir);
       }
+    }
     return m;
   } catch (const json::exception& e) {
     bad(std::string("malformed: ") + e.what());

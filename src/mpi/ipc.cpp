@@ -802,14 +802,16 @@ bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i
 }
 
 namespace {
-bool pack_through_device(i64 count, const ferry::Type& t) {
+// Staging through device memory (pack there, then one copy; or one copy, then unpack there)
+// rather than one-shot over the bus, as the model's pack or unpack surfaces say.
+bool through_device(i64 count, const ferry::Type& t, model::Direction dir) {
   const World& w = world();
   if (t.dense()) return false;
   if (w.forced_pack) return *w.forced_pack == model::Pack::device;
   if (!w.decisions) return false;
   const i64 bytes = count * t.size();
-  return w.decisions->get(bytes, block_of(t), model::Locality::other_gpu, false).pack ==
-         model::Pack::device;
+  const model::Decision d = w.decisions->get(bytes, block_of(t), model::Locality::other_gpu, false);
+  return (dir == model::Direction::pack ? d.pack : d.unpack) == model::Pack::device;
 }
 }  // namespace
 
@@ -818,7 +820,7 @@ void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
     if (count > 0) ferry::gpu::copy(host, static_cast<const char*>(buf) + t.data_lb(count), count * t.size());
     return;
   }
-  if (!pack_through_device(count, t)) return ferry::gpu::pack(buf, count, t, host);
+  if (!through_device(count, t, model::Direction::pack)) return ferry::gpu::pack(buf, count, t, host);
   // Packed on Ferry's own stream, not ordered after the application's default stream.
   if (count > 0) ferry::gpu::settle(ferry::gpu::allocation_of(static_cast<const char*>(buf) + t.data_lb(count)));
   const i64 bytes = count * t.size();
@@ -837,7 +839,7 @@ void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
 }
 
 void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) {
-  if (!pack_through_device(count, t)) return ferry::gpu::unpack(host, buf, count, t);
+  if (!through_device(count, t, model::Direction::unpack)) return ferry::gpu::unpack(host, buf, count, t);
   const i64 bytes = count * t.size();
   void* dev = device_pool().get(bytes);
   try {
