@@ -81,9 +81,17 @@ TEST(Model, PackMethodFromSurfaces) {
   EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::device);     // 30 < 50
   EXPECT_EQ(m.choose(1 << 20, 512, Locality::other_gpu).pack, Pack::one_shot); // 15 < 20
   EXPECT_EQ(m.choose(1024, 8, Locality::other_gpu).pack, Pack::one_shot);      // 3 < 5
+  // The built-in unpack surfaces (the same H200): one-shot up to about 1 MiB, then via device.
+  const Model b = Model::builtin();
+  EXPECT_EQ(b.choose(64 << 10, 8, Locality::other_gpu).unpack, Pack::one_shot);
+  EXPECT_EQ(b.choose(8 << 20, 8, Locality::other_gpu).unpack, Pack::device);
+  EXPECT_EQ(b.choose(8 << 20, 8, Locality::other_gpu).pack, Pack::one_shot);
   // Without unpack surfaces, a receive decides by the pack surfaces...
-  EXPECT_EQ(m.choose(1 << 20, 8, Locality::other_gpu).unpack, Pack::device);
-  EXPECT_DOUBLE_EQ(m.predict_pack(Pack::device, 1 << 20, 8, Direction::unpack), 30.0);
+  Model bare;
+  bare.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {30, 20}}});
+  bare.set_surface(Pack::one_shot, Surface{{1024, 1 << 20}, {8, 512}, {{3, 3}, {50, 15}}});
+  EXPECT_EQ(bare.choose(1 << 20, 8, Locality::other_gpu).unpack, Pack::device);
+  EXPECT_DOUBLE_EQ(bare.predict_pack(Pack::device, 1 << 20, 8, Direction::unpack), 30.0);
   // ...and by its own once it has them, independently of the send's.
   m.set_surface(Pack::device, Surface{{1024, 1 << 20}, {8, 512}, {{5, 5}, {60, 20}}}, Direction::unpack);
   m.set_surface(Pack::one_shot, Surface{{1024, 1 << 20}, {8, 512}, {{3, 3}, {40, 25}}}, Direction::unpack);

@@ -76,8 +76,8 @@ struct Decision {
 class Model {
  public:
   // Thresholds of the built-in model: IPC from 64 KiB on the same node, pipelined from 4 MiB,
-  // one-shot packing except for large objects of 1-byte blocks (pack surfaces measured on an H200;
-  // docs/performance.md).
+  // one-shot packing except for large objects of 1-byte blocks, one-shot unpacking up to about
+  // 1 MiB (pack and unpack surfaces measured on an H200; docs/performance.md).
   static Model builtin();
   // Throws ferry::Error(MPI_ERR_OTHER) with the reason when the file is missing or malformed.
   static Model load(const std::string& path);
