@@ -87,39 +87,31 @@ Surface surface_from(const json& j, const std::string& what) {
 
 }  // namespace
 
-const char* name(Method m) {
-  switch (m) {
-    case Method::staged: return "staged";
-    case Method::pipelined: return "pipelined";
-    case Method::ipc: return "ipc";
-  }
-  return "?";
-}
-const char* name(Locality l) {
-  switch (l) {
-    case Locality::same_gpu: return "same_gpu";
-    case Locality::other_gpu: return "other_gpu";
-    case Locality::other_node: return "other_node";
-  }
-  return "?";
-}
-const char* name(Pack p) { return p == Pack::device ? "device" : "one_shot"; }
+namespace {
+// Names by enum value (the enums count from 0 in declaration order).
+constexpr const char* kMethodNames[] = {"staged", "pipelined", "ipc"};
+constexpr const char* kLocalityNames[] = {"same_gpu", "other_gpu", "other_node"};
+constexpr const char* kPackNames[] = {"device", "one_shot"};
 
-std::optional<Method> method_named(const std::string& s) {
-  for (Method m : {Method::staged, Method::pipelined, Method::ipc})
-    if (s == name(m)) return m;
+template <std::size_t N, class E>
+const char* name_in(const char* const (&names)[N], E e) {
+  const auto i = static_cast<std::size_t>(e);
+  return i < N ? names[i] : "?";
+}
+template <class E, std::size_t N>
+std::optional<E> named_in(const char* const (&names)[N], const std::string& s) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
   return std::nullopt;
 }
-std::optional<Locality> locality_named(const std::string& s) {
-  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
-    if (s == name(l)) return l;
-  return std::nullopt;
-}
-std::optional<Pack> pack_named(const std::string& s) {
-  for (Pack p : {Pack::device, Pack::one_shot})
-    if (s == name(p)) return p;
-  return std::nullopt;
-}
+}  // namespace
+
+const char* name(Method m) { return name_in(kMethodNames, m); }
+const char* name(Locality l) { return name_in(kLocalityNames, l); }
+const char* name(Pack p) { return name_in(kPackNames, p); }
+std::optional<Method> method_named(const std::string& s) { return named_in<Method>(kMethodNames, s); }
+std::optional<Locality> locality_named(const std::string& s) { return named_in<Locality>(kLocalityNames, s); }
+std::optional<Pack> pack_named(const std::string& s) { return named_in<Pack>(kPackNames, s); }
 
 double Curve::at(i64 size) const {
   if (bytes.empty()) return std::numeric_limits<double>::infinity();
