@@ -1,7 +1,7 @@
 // ferry-measure: measures what the interposer's performance model needs on this machine and writes
 // the model file; with --validate, checks a model against a held-out sweep.
 //
-//   mpiexec -n 2 ferry-measure [--out FILE] [--max-size 64M] [--quick]
+//   mpiexec -n 2 ferry-measure [--out FILE] [--update FILE] [--max-size 64M] [--quick]
 //   mpiexec -n 2 ferry-measure --validate FILE [--json RESULT.json]
 //
 // Two ranks, each on GPU (rank % devices). For each method the interposer has (staged,
@@ -13,7 +13,9 @@
 // one copy into device memory, or one-shot from mapped host memory; over (object size x block
 // size), each point repeated until stable too. The curves are those of the ranks' locality:
 // same_gpu when both ranks run on one GPU (by UUID), other_gpu when on two GPUs of a node,
-// other_node otherwise; the localities it cannot measure in this run keep the built-in curves.
+// other_node otherwise; the localities it cannot measure in this run keep the built-in curves, or,
+// with --update FILE, those of FILE (an earlier run with the ranks placed otherwise): run it once
+// with both ranks on one GPU and once on two GPUs to measure both localities of a node.
 //
 // --validate: messages of held-out sizes (3 and 5 times powers of two, and the -X halo face)
 // are sent with every method; the model's pick must be the fastest within 5 % in at least 90 %
@@ -32,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -46,6 +49,7 @@ namespace fm = ferry::model;
 
 struct Options {
   std::string out = "ferry-model.json";
+  std::string update;  // a model file to start from
   std::string validate;
   std::string json;
   i64 max_size = i64{64} << 20;
@@ -241,7 +245,14 @@ std::string now() {
 int measure(const Options& o, int rank) {
   const fm::Locality loc = pair_locality();
   const bool local = loc != fm::Locality::other_node;
+  // --update: on top of an earlier run's model (another locality measured there), else the
+  // built-in one; this run replaces the curves of its own locality and the surfaces.
   fm::Model model = fm::Model::builtin();
+  std::string measured = "others built-in";
+  if (!o.update.empty() && std::ifstream(o.update).good()) {
+    model = fm::Model::load(o.update);
+    measured = "before: " + (model.info.count("measured") ? model.info["measured"] : std::string("?"));
+  }
   model.info["source"] = "ferry-measure";
   model.info["date"] = now();
   char host[256] = {0};
@@ -256,7 +267,7 @@ int measure(const Options& o, int rank) {
   int len = 0;
   MPI_Get_library_version(mpi, &len);
   model.info["mpi"] = std::string(mpi, mpi + std::min(len, 40));
-  model.info["measured"] = std::string("curves for ") + fm::name(loc) + "; others built-in";
+  model.info["measured"] = std::string("curves for ") + fm::name(loc) + " (" + now() + "); " + measured;
   PingPong pp(rank, o.max_size);
   if (rank == 0)
     std::printf("%-10s %12s %12s %8s %6s\n", "method", "bytes", "one-way us", "spread", "reps");
@@ -367,12 +378,13 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--out") o.out = value();
+    else if (a == "--update") o.update = value();
     else if (a == "--validate") o.validate = value();
     else if (a == "--json") o.json = value();
     else if (a == "--max-size") o.max_size = parse_size(value());
     else if (a == "--quick") o.quick = true;
     else {
-      if (rank == 0) std::fprintf(stderr, "usage: mpiexec -n 2 ferry-measure [--out FILE] [--max-size 64M] [--quick] | --validate FILE [--json OUT]\n");
+      if (rank == 0) std::fprintf(stderr, "usage: mpiexec -n 2 ferry-measure [--out FILE] [--update FILE] [--max-size 64M] [--quick] | --validate FILE [--json OUT]\n");
       MPI_Finalize();
       return 2;
     }
