@@ -1,6 +1,6 @@
 // The stub protocol of the interposer (IPC and pipelined messages announced by a stub on the
-// user's communicator) on machines without a GPU: under FERRY_PROTOCOL_TEST=1 large blocking
-// sends of host buffers take the pipelined method, so matching, wildcards, probes of every kind,
+// user's communicator) on machines without a GPU: under FERRY_PROTOCOL_TEST=1 large sends
+// (blocking and non-blocking) of host buffers take the pipelined method, so matching, wildcards, probes of every kind,
 // truncation, different send and receive types, and progress while the receiver blocks elsewhere
 // are checked in CI. Pairs of ranks (0-1, 2-3) exchange.
 #include <gtest/gtest.h>
@@ -73,6 +73,57 @@ TEST_F(Protocol, BlockingSendsArePipelinedAndArrive) {
 // A strided sender type (chunks of whole elements) into a strided receiver type of another shape,
 // whose one element is longer than the message (MPI allows a partial last element): the result
 // must be what the MPI itself delivers (PMPI_Send/PMPI_Recv, bypassing the interposer).
+// Non-blocking sends are pipelined too: MPI_Isend returns once every chunk is posted, and the
+// request completes through every completion call (Wait, Waitall of a window, Test in a loop,
+// Waitany); MPI_Issend; a request freed while active still delivers; MPI_Cancel leaves them be.
+// Both ranks send and receive at once, so each one's chunks wait for the other's receive.
+TEST_F(Protocol, NonBlockingSendsArePipelined) {
+  const int me = pair_rank(), other = 1 - me;
+  const long before = ferry_mpi_pipelined_sent();
+  constexpr int kWindow = 3;
+  std::vector<std::vector<double>> out, in;
+  for (int k = 0; k < kWindow; ++k) {
+    out.push_back(pattern(me, 20 + k));
+    in.emplace_back(kN, -1.0);
+  }
+  std::vector<MPI_Request> sends(kWindow), recvs(kWindow);
+  for (int k = 0; k < kWindow; ++k) {
+    ASSERT_EQ(MPI_Irecv(in[k].data(), kN, MPI_DOUBLE, other, 70 + k, pair_comm(), &recvs[k]), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Isend(out[k].data(), kN, MPI_DOUBLE, other, 70 + k, pair_comm(), &sends[k]), MPI_SUCCESS);
+  }
+  EXPECT_EQ(ferry_mpi_pipelined_sent() - before, kWindow);
+  EXPECT_EQ(MPI_Cancel(&sends[0]), MPI_SUCCESS);  // too late to cancel: it completes normally
+  ASSERT_EQ(MPI_Wait(&sends[0], MPI_STATUS_IGNORE), MPI_SUCCESS);
+  for (int flag = 0; !flag;) ASSERT_EQ(MPI_Test(&sends[1], &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  int index = -1;
+  ASSERT_EQ(MPI_Waitany(1, &sends[2], &index, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(index, 0);
+  ASSERT_EQ(MPI_Waitall(kWindow, recvs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  for (int k = 0; k < kWindow; ++k) EXPECT_EQ(in[k], pattern(other, 20 + k)) << "message " << k;
+
+  // Issend, and a request freed while its chunks are still on the way.
+  MPI_Request r[2];
+  auto v = pattern(me, 30), w = pattern(me, 31);
+  std::vector<double> got_v(kN, -1.0), got_w(kN, -1.0);
+  ASSERT_EQ(MPI_Issend(v.data(), kN, MPI_DOUBLE, other, 80, pair_comm(), &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Isend(w.data(), kN, MPI_DOUBLE, other, 81, pair_comm(), &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Request_free(&r[1]), MPI_SUCCESS);
+  EXPECT_EQ(r[1], MPI_REQUEST_NULL);
+  ASSERT_EQ(MPI_Recv(got_v.data(), kN, MPI_DOUBLE, other, 80, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv(got_w.data(), kN, MPI_DOUBLE, other, 81, pair_comm(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&r[0], MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(got_v, pattern(other, 30));
+  EXPECT_EQ(got_w, pattern(other, 31));
+  EXPECT_EQ(ferry_mpi_pipelined_sent() - before, kWindow + 2);
+  MPI_Barrier(pair_comm());
+  // Ferry completes the freed request in the calls that follow.
+  for (int i = 0; i < 1000000 && ferry_mpi_pending() > 0; ++i) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, 9999, pair_comm(), &flag, MPI_STATUS_IGNORE);
+  }
+  EXPECT_EQ(ferry_mpi_pending(), 0) << "the freed request was completed by progress";
+}
+
 TEST_F(Protocol, DerivedTypesOnBothSides) {
   const int other = 1 - pair_rank();
   MPI_Datatype rows;  // 64 rows of 512 doubles out of 1024: 256 KiB per element

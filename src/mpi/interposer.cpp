@@ -65,14 +65,14 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
   if (!on_device(buf, count, type)) {
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::host_protocol_test() &&
-        ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, &rc))
+        ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc))
       return rc;
     return send_bytes(k, buf, count, type, dest, tag, comm);
   }
   try {
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc)) return rc;
-    if (k.ipc && ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, &rc)) return rc;
+    if (k.ipc && ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc)) return rc;
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     Staged host(bytes);
@@ -86,10 +86,17 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
 [[gnu::noinline]] int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
           MPI_Comm comm, MPI_Request* request) {
   serve();
-  if (!on_device(buf, count, type)) return k.nonblocking(buf, count, type, dest, tag, comm, request);
+  if (!on_device(buf, count, type)) {
+    int rc = MPI_SUCCESS;
+    if (k.ipc && ipc::host_protocol_test() &&
+        ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, request, &rc))
+      return rc;
+    return k.nonblocking(buf, count, type, dest, tag, comm, request);
+  }
   try {
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::try_send(k.mode, buf, count, type, dest, tag, comm, request, &rc)) return rc;
+    if (k.ipc && ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, request, &rc)) return rc;
     int bytes = 0;
     auto t = staged_type(type, count, &bytes);
     return post_staged(bytes, staged_pending(false, buf, count, t), true, request, [&](void* host) {

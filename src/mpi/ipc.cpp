@@ -693,7 +693,7 @@ bool finish_recv(const Target& to, const void* staging, const Ranks& ranks, MPI_
 }
 
 bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                   MPI_Comm comm, int* rc) {
+                   MPI_Comm comm, MPI_Request* request, int* rc) {
   const World& w = world();
   if (!w.on || count < 2) return false;
   const int dw = world_rank(comm, dest);
@@ -712,7 +712,9 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   const i64 chunk = chunk_elems * t->size();
   const i64 nchunks = (bytes + chunk - 1) / chunk;
 
-  Stub s{};
+  // The stub's buffer must outlive its send, which a non-blocking send leaves running.
+  auto stub_box = std::make_shared<Stub>();
+  Stub& s = *stub_box;
   s.magic[0] = w.magic[0];
   s.magic[1] = w.magic[1];
   s.version = kVersion;
@@ -774,6 +776,22 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
     PMPI_Testall(static_cast<int>(c) + 1, r.data(), &flag, MPI_STATUSES_IGNORE);  // progress
   }
   for (auto& e : ev) cudaEventDestroy(e);
+  if (request && !failed && *rc == MPI_SUCCESS) {
+    // Non-blocking: every chunk is packed and posted; the application's request is the last
+    // chunk's send, and completing it waits for the rest (by then done, or nearly: they went
+    // first to the same process) and gives the staging buffer back.
+    *request = r[static_cast<std::size_t>(nchunks) - 1];
+    r[static_cast<std::size_t>(nchunks) - 1] = MPI_REQUEST_NULL;
+    Pending p;
+    p.uncancellable = true;  // the stub is out: the receiver waits for every chunk
+    p.staging = host.release();
+    p.finish = [rest = std::move(r), stub_box](const MPI_Status*) mutable {
+      return PMPI_Waitall(static_cast<int>(rest.size()), rest.data(), MPI_STATUSES_IGNORE);
+    };
+    requests().add(*request, std::move(p));
+    pipelined_count.fetch_add(1);
+    return true;
+  }
   for (;;) {
     int flag = 0;
     int e = PMPI_Testall(static_cast<int>(r.size()), r.data(), &flag, MPI_STATUSES_IGNORE);

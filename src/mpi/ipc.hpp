@@ -70,9 +70,11 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
 // Sends `count` of `type` from device memory pipelined if the method for it is: chunks of whole
 // elements packed into pinned memory while MPI moves the ones before (MPI-ACC); the receiver
 // unpacks each chunk as it arrives. A stub on the user's communicator announces the chunks, which
-// follow on the private one. Blocking sends only; false when not used.
+// follow on the private one. `request`: null for a blocking send, which returns once every chunk
+// is sent; else the request the user waits on, returned once every chunk is packed and posted
+// (the application's buffer is then free). False when not used.
 bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                   MPI_Comm comm, int* rc);
+                   MPI_Comm comm, MPI_Request* request, int* rc);
 
 // A receive into `to` completed with `st` (from a communicator with `ranks`). When the message is
 // a stub, the data is fetched into the target now (staging: where the bytes arrived for a staged
