@@ -43,7 +43,7 @@ void init();
 void finalize();
 bool enabled();
 // FERRY_PROTOCOL_TEST=1 (tests only): the stub protocol runs without a GPU, host buffers of large
-// blocking sends taking the pipelined method, so CI exercises matching, probes, truncation and
+// sends (blocking and non-blocking) taking the pipelined method, so CI exercises matching, probes, truncation and
 // progress of stub messages on machines without a GPU.
 bool host_protocol_test();
 
