@@ -249,8 +249,14 @@ int measure(const Options& o, int rank) {
   // built-in one; this run replaces the curves of its own locality and the surfaces.
   fm::Model model = fm::Model::builtin();
   std::string measured = "others built-in";
-  if (!o.update.empty() && std::ifstream(o.update).good()) {
-    model = fm::Model::load(o.update);
+  if (!o.update.empty()) {
+    int readable = std::ifstream(o.update).good() ? 1 : 0;  // every rank, or none goes on
+    MPI_Allreduce(MPI_IN_PLACE, &readable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!readable) {
+      if (rank == 0) std::fprintf(stderr, "ferry-measure: --update %s: cannot read it\n", o.update.c_str());
+      return 2;
+    }
+    model = fm::Model::load(o.update);  // a malformed file fails on every rank alike
     measured = "before: " + (model.info.count("measured") ? model.info["measured"] : std::string("?"));
   }
   model.info["source"] = "ferry-measure";

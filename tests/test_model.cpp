@@ -195,6 +195,15 @@ TEST(Model, VersionOneFilesServeBothGpusOfTheNode) {
   EXPECT_DOUBLE_EQ(m.predict(Method::staged, Locality::other_node, 1024), 40.0);
   EXPECT_EQ(m.choose(8192, 8192, Locality::other_node).method, Method::staged);  // no IPC off-node
   EXPECT_NE(m.to_json().find("\"version\": 2"), std::string::npos);  // written back as version 2
+  // A version 1 file's pack surfaces also decide receives (it has no unpack surfaces).
+  const Model p = Model::from_json(
+      R"({"format": "ferry-model", "version": 1, "methods": {
+            "staged": {"same_node": {"bytes": [1, 1024], "us": [10.0, 20.0]}}},
+          "pack": {"device": {"bytes": [1024, 1048576], "block": [8], "us": [[5.0], [30.0]]},
+                   "one_shot": {"bytes": [1024, 1048576], "block": [8], "us": [[3.0], [50.0]]}}})");
+  EXPECT_EQ(p.choose(1 << 20, 8, Locality::other_gpu).pack, Pack::device);
+  EXPECT_EQ(p.choose(1 << 20, 8, Locality::other_gpu).unpack, Pack::device);
+  EXPECT_EQ(p.choose(1024, 8, Locality::other_gpu).unpack, Pack::one_shot);
 }
 
 // One GPU measures same_gpu only; the other GPU of the node then uses its curves, and the reverse.
@@ -261,6 +270,7 @@ TEST(Model, DecisionCacheAgreesAndFillsOnce) {
         const Decision want = model->choose(b, 8, l);
         EXPECT_EQ(d.method, want.method);
         EXPECT_EQ(d.pack, want.pack);
+        EXPECT_EQ(d.unpack, want.unpack);
       }
   EXPECT_EQ(cache.size(), sizes.size() * 3);
   // Concurrent lookups and fills.

@@ -46,7 +46,7 @@ void set_device(int device);
 int context_device() noexcept;
 // A 64-bit hash of the device's UUID (0 for -1 or without a GPU): the same GPU gives the same key
 // in every process, whatever its ordinal there (CUDA_VISIBLE_DEVICES).
-std::uint64_t device_key(int device);
+std::uint64_t device_key(int device) noexcept;
 
 // Where a pointer lives, as CUDA sees it.
 enum class Memory { host, pinned_host, device, managed };

@@ -480,7 +480,8 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   const char* first = static_cast<const char*>(buf) + t->data_lb(count);
   ferry::gpu::Allocation a = ferry::gpu::allocation_of(first);
   if (a.kind != ferry::gpu::Memory::device) return false;
-  if (decide(bytes, block_of(*t), locality(dw, a.device), true) != model::Method::ipc) return false;
+  const int device = a.device;  // the user's buffer's (a becomes the staging buffer's below)
+  if (decide(bytes, block_of(*t), locality(dw, device), true) != model::Method::ipc) return false;
   ferry::gpu::settle(a);  // the receiver reads from its own context: no stream orders it after ours
 
   auto f = std::make_shared<InFlight>();
@@ -505,7 +506,7 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
   s.base = reinterpret_cast<std::uint64_t>(a.base);
   s.alloc_id = a.id;
-  s.gpu = ferry::gpu::device_key(a.device);
+  s.gpu = ferry::gpu::device_key(device);
 
   MPI_Request ack;
   *rc = PMPI_Irecv(f->ack, 2, MPI_UINT64_T, dw, ack_tag(s.seq), w.ctl, &ack);
@@ -591,11 +592,15 @@ struct Answer {
   ~Answer() { send(); }
 };
 
-// The GPU a receive target is on (device_key), 0 for host memory.
-std::uint64_t gpu_of(const Target& to) {
+// The GPU a receive target is on (device_key), 0 for host memory or when the driver cannot say.
+std::uint64_t gpu_of(const Target& to) noexcept {
   if (!to.device || !to.type || to.count <= 0) return 0;
-  return ferry::gpu::device_key(
-      ferry::gpu::allocation_of(static_cast<const char*>(to.buf) + to.type->data_lb(to.count)).device);
+  try {
+    return ferry::gpu::device_key(
+        ferry::gpu::allocation_of(static_cast<const char*>(to.buf) + to.type->data_lb(to.count)).device);
+  } catch (const ferry::Error&) {
+    return 0;
+  }
 }
 
 // IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.

@@ -18,7 +18,7 @@ namespace {
 bool available() noexcept { return false; }
 int current_device() noexcept { return -1; }
 int context_device() noexcept { return -1; }
-std::uint64_t device_key(int) { return 0; }
+std::uint64_t device_key(int) noexcept { return 0; }
 void set_device(int) {}
 Memory memory_of(const void*) { return Memory::host; }
 Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
