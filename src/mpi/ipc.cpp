@@ -782,11 +782,15 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   }
   for (auto& e : ev) cudaEventDestroy(e);
   if (request && !failed && *rc == MPI_SUCCESS) {
-    // Non-blocking: every chunk is packed and posted; the application's request is the last
-    // chunk's send, and completing it waits for the rest (by then done, or nearly: they went
-    // first to the same process) and gives the staging buffer back.
-    *request = r[static_cast<std::size_t>(nchunks) - 1];
-    r[static_cast<std::size_t>(nchunks) - 1] = MPI_REQUEST_NULL;
+    // Non-blocking: every chunk is packed and posted; the application's request is the send that
+    // completes last, and completing it waits for the rest (by then done, or nearly) and gives the
+    // staging buffer back. That is the last chunk's send (it went last to the same process), but
+    // for a synchronous send the stub's: chunks small enough to go eagerly may complete before the
+    // receiver has matched anything, and MPI_Issend must not.
+    const std::size_t last = mode == Mode::sync ? static_cast<std::size_t>(nchunks)
+                                                : static_cast<std::size_t>(nchunks) - 1;
+    *request = r[last];
+    r[last] = MPI_REQUEST_NULL;
     Pending p;
     p.uncancellable = true;  // the stub is out: the receiver waits for every chunk
     p.staging = host.release();
