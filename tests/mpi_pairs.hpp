@@ -22,3 +22,17 @@ inline int pair_rank() {
   MPI_Comm_rank(pair_comm(), &r);
   return r;
 }
+
+// Requests the interposer is still finishing (libferry-mpi's ferry_mpi_pending).
+extern "C" long ferry_mpi_pending(void);
+
+// Lets the interposer finish what it still holds (requests the application freed while active
+// complete in the calls that follow): calls into it until nothing is pending, at most a million
+// times; returns what is left.
+inline long pending_after_progress() {
+  for (int i = 0; i < 1000000 && ferry_mpi_pending() > 0; ++i) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, 9999, pair_comm(), &flag, MPI_STATUS_IGNORE);
+  }
+  return ferry_mpi_pending();
+}

@@ -16,7 +16,8 @@ import os
 import sys
 from collections import OrderedDict
 
-KIB, MIB = 1 << 10, 1 << 20
+from sizes import MIB, size_name
+
 FAMILY_ORDER = ["copy", "peer", "copy2d3d", "pack", "calls"]
 TITLES = {
     "copy": "Copies by memory kind (H2D / D2H / D2D, bidir = both at once)",
@@ -25,14 +26,6 @@ TITLES = {
     "pack": "Ferry pack_async, MPI vector (block B, stride 2B)",
     "calls": "Host cost of runtime calls (median)",
 }
-
-
-def size_name(b):
-    if b >= MIB and b % MIB == 0:
-        return f"{b // MIB} MiB"
-    if b >= KIB and b % KIB == 0:
-        return f"{b // KIB} KiB"
-    return f"{b} B"
 
 
 def fmt(v, digits=2):

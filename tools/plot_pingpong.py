@@ -19,7 +19,8 @@ import math
 import os
 import sys
 
-KIB, MIB = 1 << 10, 1 << 20
+from sizes import MIB, size_name
+
 NAN = float("nan")
 
 GOAL_BW_GBPS = 350.0
@@ -88,14 +89,6 @@ def fmt(v, digits=2, unit=""):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
     return f"{v:.{digits}f}{unit}"
-
-
-def size_name(b):
-    if b >= MIB and b % MIB == 0:
-        return f"{b // MIB} MiB"
-    if b >= KIB and b % KIB == 0:
-        return f"{b // KIB} KiB"
-    return f"{b} B"
 
 
 def verdict(ok):

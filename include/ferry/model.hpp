@@ -3,9 +3,10 @@
 // A model holds, per (method, locality), the measured one-way time of a message by packed size
 // (1-D, interpolated log-log between measured sizes, extrapolated at constant bandwidth beyond the
 // ends), and per pack method the time to pack for staging, and to unpack from it, by (object size
-// × contiguous block size) (2-D, bilinear in log-log). `ferry-measure` writes one as a versioned JSON file; the interposer loads
-// it from $FERRY_MODEL, else from the per-host default path, else uses built-in defaults. A file
-// that cannot be read or parsed is an error message and the defaults, never a crash.
+// × contiguous block size) (2-D, bilinear in log-log). `ferry-measure` writes one as a versioned
+// JSON file; the interposer loads it from $FERRY_MODEL, else from the per-host default path, else
+// uses built-in defaults. A file that cannot be read or parsed is an error message and the
+// defaults, never a crash.
 #pragma once
 
 #include <ferry/type.hpp>

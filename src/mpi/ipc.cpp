@@ -112,7 +112,6 @@ void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 
 bool enabled() { return world().on; }
 
-
 bool host_protocol_test() {
   static const bool on = [] {
     const char* e = std::getenv("FERRY_PROTOCOL_TEST");
@@ -328,6 +327,30 @@ Sequences& sequences() {
   return *s;
 }
 
+// The fields every stub has, for a message of `bytes` packed bytes to world rank `dw` from data on
+// `device`.
+void fill_stub(Stub& s, std::uint32_t kind, i64 bytes, int dw, int device) {
+  const World& w = world();
+  s.magic[0] = w.magic[0];
+  s.magic[1] = w.magic[1];
+  s.version = kVersion;
+  s.kind = kind;
+  s.sender = w.rank;
+  s.bytes = bytes;
+  s.seq = sequences().next(dw);
+  s.gpu = ferry::gpu::device_key(device);
+}
+
+// Sends the stub in the application's send mode, on its communicator and tag.
+int post_stub(Mode mode, const Stub& s, int dest, int tag, MPI_Comm comm, MPI_Request* r) {
+  switch (mode) {
+    case Mode::sync: return PMPI_Issend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, r);
+    case Mode::ready: return PMPI_Irsend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, r);
+    case Mode::standard: break;
+  }
+  return PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, r);
+}
+
 // What a send keeps until its acknowledgement: the stub (its buffer must outlive the Isend), the
 // acknowledgement word, the packed staging buffer.
 struct InFlight {
@@ -343,7 +366,8 @@ struct InFlight {
 // After the acknowledgement: finish the stub's send; send the data if the receiver asked for it.
 int conclude(InFlight& f) {
   int rc = PMPI_Wait(&f.stub_request, MPI_STATUS_IGNORE);
-  if (f.ack[1] != 0) world().peer_gpu[static_cast<std::size_t>(f.dest_world)].store(f.ack[1], std::memory_order_relaxed);
+  if (f.ack[1] != 0)
+    world().peer_gpu[static_cast<std::size_t>(f.dest_world)].store(f.ack[1], std::memory_order_relaxed);
   if (rc != MPI_SUCCESS || f.ack[0] != kAckNeedData) return rc;
   Staged host(f.stub.bytes);
   ferry::gpu::copy(host.p, f.src, f.stub.bytes);
@@ -496,26 +520,15 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   }
   Stub& s = f->stub;
   if (!handles().handle_for(a, &s.handle)) return false;  // f's staging goes back to the pool
-  s.magic[0] = w.magic[0];
-  s.magic[1] = w.magic[1];
-  s.version = kVersion;
-  s.sender = w.rank;
-  s.bytes = bytes;
-  s.kind = kIpc;
-  s.seq = sequences().next(dw);
+  fill_stub(s, kIpc, bytes, dw, device);
   s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
   s.base = reinterpret_cast<std::uint64_t>(a.base);
   s.alloc_id = a.id;
-  s.gpu = ferry::gpu::device_key(device);
 
   MPI_Request ack;
   *rc = PMPI_Irecv(f->ack, 2, MPI_UINT64_T, dw, ack_tag(s.seq), w.ctl, &ack);
   if (*rc != MPI_SUCCESS) return true;
-  switch (mode) {
-    case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
-    case Mode::sync: *rc = PMPI_Issend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
-    case Mode::ready: *rc = PMPI_Irsend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &f->stub_request); break;
-  }
+  *rc = post_stub(mode, s, dest, tag, comm, &f->stub_request);
   if (*rc != MPI_SUCCESS) {
     PMPI_Cancel(&ack);
     PMPI_Request_free(&ack);
@@ -720,22 +733,11 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   // The stub's buffer must outlive its send, which a non-blocking send leaves running.
   auto stub_box = std::make_shared<Stub>();
   Stub& s = *stub_box;
-  s.magic[0] = w.magic[0];
-  s.magic[1] = w.magic[1];
-  s.version = kVersion;
-  s.kind = kPipelined;
-  s.sender = w.rank;
-  s.bytes = bytes;
-  s.seq = sequences().next(dw);
+  fill_stub(s, kPipelined, bytes, dw, a.device);
   s.offset = chunk;
   s.chunk_elems = static_cast<std::uint32_t>(chunk_elems);
-  s.gpu = ferry::gpu::device_key(a.device);
   MPI_Request stub;
-  switch (mode) {
-    case Mode::standard: *rc = PMPI_Isend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
-    case Mode::sync: *rc = PMPI_Issend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
-    case Mode::ready: *rc = PMPI_Irsend(&s, kStubBytes, MPI_BYTE, dest, tag, comm, &stub); break;
-  }
+  *rc = post_stub(mode, s, dest, tag, comm, &stub);
   if (*rc != MPI_SUCCESS) return true;
 
   // Pack every chunk asynchronously into pinned memory, each with its event; send each chunk as

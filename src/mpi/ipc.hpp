@@ -5,12 +5,12 @@
 // user's communicator with the user's tag (so matching, ANY_SOURCE/ANY_TAG and non-overtaking order
 // stay the MPI's own), carrying a random per-job magic, the CUDA IPC handle of the allocation that
 // holds the data (the user's buffer when the type is dense, else a device staging buffer the GPU
-// engine packed into), the offset in it, the packed size and the sender's GPU. The receiver, on any receive of at
-// least kMinBytes whose message is stub-sized and carries the magic, opens the handle (cached per
-// sender allocation; a new allocation id at the same address closes the old mapping), copies or
-// unpacks straight from the sender's GPU memory over NVLink into its buffer (device or host),
-// fixes the status' count to the real size, and acknowledges on a private duplicate of
-// MPI_COMM_WORLD. The sender's request completes on that acknowledgement (a rendezvous, like MPI's
+// engine packed into), the offset in it, the packed size and the sender's GPU. The receiver, on
+// any receive of at least kMinBytes whose message is stub-sized and carries the magic, opens the
+// handle (cached per sender allocation; a new allocation id at the same address closes the old
+// mapping), copies or unpacks straight from the sender's GPU memory over NVLink into its buffer
+// (device or host), fixes the status' count to the real size, and acknowledges on a private
+// duplicate of MPI_COMM_WORLD. The sender's request completes on that acknowledgement (a rendezvous, like MPI's
 // own large-message protocol). If the receiver cannot open the handle, its acknowledgement asks
 // for the data and the sender sends it staged on the private communicator. The acknowledgement
 // names the receiver's GPU, as the stub names the sender's: each side learns on which GPU its peer
@@ -43,8 +43,8 @@ void init();
 void finalize();
 bool enabled();
 // FERRY_PROTOCOL_TEST=1 (tests only): the stub protocol runs without a GPU, host buffers of large
-// sends (blocking and non-blocking) taking the pipelined method, so CI exercises matching, probes, truncation and
-// progress of stub messages on machines without a GPU.
+// sends (blocking and non-blocking) taking the pipelined method, so CI exercises matching,
+// probes, truncation and progress of stub messages on machines without a GPU.
 bool host_protocol_test();
 
 // The world ranks of a communicator's ranks (cached per communicator until MPI_Comm_free).
