@@ -271,6 +271,12 @@ void print_summary(const char* device) {
   row("-X face, copy_async interior to +X halo", get("face", "-X", "ferry_copy_to_halo"),
       get("face", "-X", "ferry_copy_to_halo_device_only"), get("face", "-X", "copy_roofline"),
       "the sector roofline", "");
+  double moved = 0;
+  for (const Result& r : results)
+    if (r.group == "halo" && r.name == a && r.method == "floor") moved = 2.0 * static_cast<double>(r.bytes);
+  std::printf("Astaroth self-exchange: %.1f MB read + written, %.0f GB/s (%.0f GB/s GPU only); floor %.1f us "
+              "at the copy rate\n", moved / 1e6, moved / get("halo", a, "ferry_batch") / 1e9,
+              moved / get("halo", a, "ferry_batch_device_only") / 1e9, us(get("halo", a, "floor")));
   std::printf("host cost per call: Batch::launch %.2f us, pack_async %.2f us, empty kernel launch %.2f us\n",
               us(get("overhead", a, "host_batch_launch_call")), us(get("overhead", "-X face", "host_pack_async_call")),
               us(get("overhead", "empty kernel", "host_launch_call")));
