@@ -29,4 +29,13 @@ int gpu_threads() {
   return v;
 }
 
+std::int64_t batch_chunk() {
+  static const std::int64_t v = read("FERRY_BATCH_CHUNK", 0);
+  return v;
+}
+int batch_order() {
+  static const int v = static_cast<int>(read("FERRY_BATCH_ORDER", 1));
+  return v;
+}
+
 }  // namespace ferry::detail::env

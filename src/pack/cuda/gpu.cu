@@ -1,5 +1,5 @@
-// The GPU engine's host side: pointer classification, per-type device tables, word-size and kernel
-// selection, launches with checked errors, and batches.
+// The GPU engine's host side for single calls: device facts, per-type device tables, word-size and
+// kernel selection, launches with checked errors. Batches and copies are in batch.cu.
 #include <ferry/gpu.hpp>
 
 #include <cuda_runtime.h>
@@ -13,37 +13,24 @@
 #include <unordered_map>
 
 #include "pack/cpu/engine.hpp"
+#include "pack/cuda/engine.hpp"
 #include "pack/cuda/kernels.cuh"
 #include "pack/plan_build.hpp"
 #include "sys/env.hpp"
 #include "sys/error.hpp"
 
-#define FERRY_CUDA_CHECK(call)                                                  \
-  do {                                                                          \
-    cudaError_t ferry_err_ = (call);                                            \
-    if (ferry_err_ != cudaSuccess)                                              \
-      ::ferry::detail::fail(MPI_ERR_OTHER, std::string(__FILE__ ":") +          \
-                                               std::to_string(__LINE__) + ": " #call ": " + \
-                                               cudaGetErrorString(ferry_err_)); \
-  } while (0)
-
 namespace ferry::gpu {
 
-using detail::DevJob;
 using detail::fail;
 using detail::HostPlan;
 using detail::PlanHead;
 using detail::Plan;
 
+namespace impl {
+
 namespace {
-
-struct DeviceInfo {
-  int sms = 0;
-  detail::LaunchPolicy policy{};
-  std::uint64_t key = 0;  // device_key: a hash of the UUID
-};
-
 constexpr int kMaxDevices = 64;
+}  // namespace
 
 const DeviceInfo& device_info(int device) {
   static DeviceInfo infos[kMaxDevices];
@@ -70,6 +57,8 @@ int this_device() {
   return d;
 }
 
+namespace {
+
 // One event per thread and device, to wait for a copy of this thread's (never destroyed: a
 // thread's events live as long as the process, a few per thread).
 cudaEvent_t copy_event(int device) {
@@ -79,11 +68,7 @@ cudaEvent_t copy_event(int device) {
   return e;
 }
 
-// Device memory released when its owner goes.
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using DeviceBytes = std::unique_ptr<void, DeviceFree>;
+}  // namespace
 
 DeviceBytes upload(const void* host, std::size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -93,6 +78,8 @@ DeviceBytes upload(const void* host, std::size_t bytes) {
   FERRY_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
   return owned;
 }
+
+namespace {
 
 // A type's count-independent plan and, for general forms, its tables in device memory; one per
 // (type, device). Looked up on every call: a shared lock and one hash probe. Entries hold the type's
@@ -164,7 +151,8 @@ const TypeTables& tables_for(const Type& type, int device) {
   return *found;  // entries are only erased once their type is gone
 }
 
-// The plan of `count` elements with its device tables bound.
+}  // namespace
+
 PlanHead plan_for(const Type& type, i64 count, int device) {
   const TypeTables& t = tables_for(type, device);
   PlanHead hp = detail::with_count(t.one, type, count);
@@ -175,25 +163,38 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
 
 void check_launch(cudaStream_t stream) {
   FERRY_CUDA_CHECK(cudaGetLastError());
-  if (detail::env::debug_sync()) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (detail::env::debug_sync()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    FERRY_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    if (status == cudaStreamCaptureStatusNone) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 }
 
-// Memory is classified where the data is: the origin itself may lie outside any allocation.
-const void* first_byte(const void* origin, i64 count, const Type& type) {
-  return static_cast<const char*>(origin) + type.data_lb(count);
+void check_reachable(const void* p, const char* what) {
+  if (!reachable(memory_of(p)))
+    fail(MPI_ERR_BUFFER, std::string("the ") + what + " is pageable host memory, which a GPU "
+                         "kernel cannot reach; use device, managed or mapped pinned host memory");
 }
+
+i64 blocks_for(i64 words, const DeviceInfo& info) {
+  const i64 tile = i64{info.policy.threads} * detail::kUnroll;
+  return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
+                                        i64{info.sms} * info.policy.blocks_per_sm));
+}
+
+}  // namespace impl
+
+using namespace impl;
+
+namespace {
 
 void check_args(const void* origin, i64 count, const Type& type, const void* packed) {
   if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
   if (count == 0 || type.size() == 0) return;
   // A null origin is MPI_BOTTOM (absolute displacements): the data's own address is checked.
   if (packed == nullptr) fail(MPI_ERR_BUFFER, "packed buffer is null");
-  if (!reachable(memory_of(first_byte(origin, count, type))))
-    fail(MPI_ERR_BUFFER, "the unpacked buffer is pageable host memory, which a GPU kernel cannot "
-                         "reach; use device, managed or pinned host memory");
-  if (!reachable(memory_of(packed)))
-    fail(MPI_ERR_BUFFER, "the packed buffer is pageable host memory, which a GPU kernel cannot "
-                         "reach; use device memory or mapped pinned host memory");
+  check_reachable(first_byte(origin, count, type), "unpacked buffer");
+  check_reachable(packed, "packed buffer");
 }
 
 template <class Idx, int LW, bool Pack>
@@ -235,40 +236,40 @@ void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int
 #undef FERRY_LW_CASE
 }
 
-i64 blocks_for(i64 words, const DeviceInfo& info) {
-  const i64 tile = i64{info.policy.threads} * detail::kUnroll;
-  return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
-                                        i64{info.sms} * info.policy.blocks_per_sm));
+}  // namespace
+
+void impl::run_plan(bool pack, PlanHead hp, char* mem, char* pk, int device, cudaStream_t stream) {
+  if (hp.contiguous) {
+    char* at = mem + hp.plan.start;
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(pack ? pk : at, pack ? at : pk,
+                                     static_cast<std::size_t>(hp.bytes), cudaMemcpyDefault,
+                                     stream));
+    return;
+  }
+  const int lw = detail::choose_lw(hp, mem, pk);
+  detail::set_word(hp, lw);
+  const DeviceInfo& info = device_info(device);
+  const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
+  const int threads = info.policy.threads;
+  if (hp.wide) {
+    if (pack) launch_words<std::uint64_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+    else launch_words<std::uint64_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+  } else {
+    if (pack) launch_words<std::uint32_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+    else launch_words<std::uint32_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+  }
+  check_launch(stream);
 }
+
+namespace {
 
 void move(bool pack, const void* origin, i64 count, const Type& type, const void* packed,
           cudaStream_t stream, cudaEvent_t done) {
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
     const int device = this_device();
-    PlanHead hp = plan_for(type, count, device);
-    char* mem = const_cast<char*>(static_cast<const char*>(origin));
-    char* pk = const_cast<char*>(static_cast<const char*>(packed));
-    if (hp.contiguous) {
-      char* at = mem + hp.plan.start;
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(pack ? pk : at, pack ? at : pk,
-                                       static_cast<std::size_t>(hp.bytes), cudaMemcpyDefault,
-                                       stream));
-    } else {
-      const int lw = detail::choose_lw(hp, mem, pk);
-      detail::set_word(hp, lw);
-      const DeviceInfo& info = device_info(device);
-      const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
-      const int threads = info.policy.threads;
-      if (hp.wide) {
-        if (pack) launch_words<std::uint64_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
-        else launch_words<std::uint64_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
-      } else {
-        if (pack) launch_words<std::uint32_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
-        else launch_words<std::uint32_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
-      }
-      check_launch(stream);
-    }
+    run_plan(pack, plan_for(type, count, device), const_cast<char*>(static_cast<const char*>(origin)),
+             const_cast<char*>(static_cast<const char*>(packed)), device, stream);
   }
   if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
 }
@@ -391,69 +392,6 @@ void pack(const void* origin, i64 count, const Type& type, void* packed) {
 
 void unpack(const void* packed, void* origin, i64 count, const Type& type) {
   move_sync(false, origin, count, type, const_cast<void*>(packed));
-}
-
-struct Batch::Impl {
-  bool pack = true;
-  std::size_t njobs = 0;
-  i64 nblocks = 0;
-  int threads = 256;
-  DevJob* jobs = nullptr;
-  ~Impl() {
-    if (jobs) cudaFree(jobs);
-  }
-};
-
-Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::make_unique<Impl>()) {
-  impl_->pack = direction == Direction::pack;
-  const int device = this_device();
-  const DeviceInfo& info = device_info(device);
-  impl_->threads = info.policy.threads;
-  std::vector<DevJob> table;
-  for (const Job& j : jobs) {
-    if (j.type == nullptr) fail(MPI_ERR_TYPE, "batch job without a type");
-    check_args(j.origin, j.count, *j.type, j.packed);
-    if (j.count == 0 || j.type->size() == 0) continue;
-    PlanHead hp = plan_for(*j.type, j.count, device);
-    // A contiguous plan is a strided shape of one block with no dimensions: the same kernel.
-    DevJob dj{};
-    dj.mem = static_cast<char*>(j.origin);
-    dj.packed = static_cast<char*>(j.packed);
-    dj.lw = detail::choose_lw(hp, dj.mem, dj.packed);
-    detail::set_word(hp, dj.lw);
-    dj.plan = hp.plan;
-    dj.wide = hp.wide ? 1 : 0;
-    dj.first_block = impl_->nblocks;
-    impl_->nblocks += blocks_for(hp.plan.total, info);
-    table.push_back(dj);
-  }
-  impl_->njobs = table.size();
-  if (!table.empty()) {
-    std::size_t bytes = table.size() * sizeof(DevJob);
-    FERRY_CUDA_CHECK(cudaMalloc(&impl_->jobs, bytes));
-    FERRY_CUDA_CHECK(cudaMemcpy(impl_->jobs, table.data(), bytes, cudaMemcpyHostToDevice));
-  }
-}
-
-Batch::~Batch() = default;
-Batch::Batch(Batch&&) noexcept = default;
-Batch& Batch::operator=(Batch&&) noexcept = default;
-
-std::size_t Batch::size() const { return impl_ ? impl_->njobs : 0; }
-
-void Batch::launch(Stream stream, Event done) const {
-  if (!impl_) fail(MPI_ERR_ARG, "launch of a moved-from Batch");
-  if (impl_->njobs > 0) {
-    if (impl_->nblocks > INT32_MAX) fail(MPI_ERR_OTHER, "batch needs too many blocks");
-    const auto grid = static_cast<unsigned>(impl_->nblocks);
-    const int n = static_cast<int>(impl_->njobs);
-    if (impl_->pack)
-      detail::batch_kernel<true><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
-    else
-      detail::batch_kernel<false><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
-    check_launch(stream);
-  }
-  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
 }
 
 }  // namespace ferry::gpu

@@ -14,6 +14,17 @@ struct LaunchPolicy {
 // memory requests are in flight per thread.
 constexpr int kUnroll = 4;
 
+// Batch kernels (batch_kernels.cuh): block size fixed at compile time, since it is also their
+// __launch_bounds__ (FERRY_GPU_THREADS does not change it); 256 as the single-call kernels. At
+// least 6 resident blocks per SM caps the lean kernel at 40 registers (ptxas, CUDA 13, sm_90: 46
+// uncapped; capped, 0 B spilled but 4 B in the two-shape copy loop at 1-8 B words; 8 blocks, i.e.
+// 32 registers, spilled 16-32 B in most loops). Predicted, to be measured (docs/performance.md,
+// "Batches of packs, unpacks and copies"): above 50 % occupancy the batch does not depend on it
+// (32 B in flight per thread x 1024 threads x 132 SMs = 4.3 MB, above the ~3 MB an H100's HBM
+// needs in flight).
+constexpr int kBatchThreads = 256;
+constexpr int kBatchMinBlocks = 6;
+
 inline LaunchPolicy launch_policy(int /*cc_major*/, int /*cc_minor*/) {
   // sm_90 (H200, 2026-11-22, tools/gpu-check; docs/performance.md "Launch shape"): threads per
   // block 128 / 256 / 512, GB/s packed:
