@@ -62,6 +62,8 @@ class Ferry(CMakePackage, CudaPackage):
             self.define("FERRY_BUILD_BENCHMARKS", False),
             self.define("FERRY_BUILD_APPS", True),
         ]
+        if self.spec.satisfies("+python"):
+            args.append(self.define("Python_EXECUTABLE", self.spec["python"].command.path))
         if self.spec.satisfies("+cuda"):
             archs = self.spec.variants["cuda_arch"].value
             args.append(self.define("CMAKE_CUDA_ARCHITECTURES", ";".join(archs)))

@@ -19,7 +19,12 @@ cannot work). ``python -m ferry`` prints build_info() and status().
 
 import os as _os
 
-from . import _build_info
+try:
+    from . import _build_info
+except ImportError:  # python/ferry of a source tree: CMake writes _build_info.py when it builds
+    raise ImportError("this ferry package is not built (%s has no _build_info.py): install it "
+                      "with `pip install .` in Ferry's source tree, and import it from elsewhere"
+                      % _os.path.dirname(__file__)) from None
 from ._interposer import counters, library_path, loaded, program_path, status
 from ._interposer import load as _load
 

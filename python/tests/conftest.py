@@ -38,9 +38,12 @@ def mpiexec(n):
 
 
 def ferry_run():
-    """The console script pip installed next to this interpreter."""
+    """The console script pip installed next to this interpreter (or, for a CMake install of the
+    package, the ferry-run on PATH)."""
     path = os.path.join(os.path.dirname(sys.executable), "ferry-run")
-    assert os.path.isfile(path), "ferry-run was not installed next to " + sys.executable
+    if not os.path.isfile(path):
+        path = shutil.which("ferry-run")
+    assert path, "no ferry-run next to %s or on PATH" % sys.executable
     return [path]
 
 

@@ -62,3 +62,37 @@ def test_python_m_ferry_prints_build_info_and_status():
     assert p.returncode == 0
     assert '"backend": "%s"' % ferry.build_info()["backend"] in p.stdout
     assert "interposer: active (loaded by import ferry" in p.stdout
+
+
+def test_build_refuses_an_mpi_other_than_mpi4pys(tmp_path):
+    """Configuring the package against another MPI than mpi4py's stops with both named."""
+    import shutil
+    import textwrap
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    cmake = shutil.which("cmake")
+    headers = subprocess.run(["mpicc", "--showme:incdirs"], stdout=subprocess.PIPE,
+                             universal_newlines=True).stdout.split() if shutil.which("mpicc") else []
+    if not (cc and cmake and headers):
+        import pytest
+        pytest.skip("needs cc, cmake and Open MPI's mpicc")
+    (tmp_path / "mpi.c").write_text(textwrap.dedent("""\
+        #include <string.h>
+        int MPI_Get_library_version(char* v, int* n) { strcpy(v, "MPICH Version: 4.1.2"); *n = (int)strlen(v); return 0; }
+        int MPI_Init(void* a, void* b) { return 0; }
+        int MPI_Finalize(void) { return 0; }
+        """))
+    lib = tmp_path / "libmpi.so.12"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "mpi.c"), "-Wl,-soname,libmpi.so.12"], check=True)
+    p = subprocess.run([cmake, "-S", ROOT, "-B", str(tmp_path / "build"), "-DFERRY_PYTHON=ON",
+                        "-DPython_EXECUTABLE=" + sys.executable, "-DFERRY_CUDA=OFF",
+                        "-DFERRY_BUILD_TESTS=OFF", "-DFERRY_BUILD_BENCHMARKS=OFF", "-DFERRY_BUILD_APPS=OFF",
+                        "-DMPI_C_COMPILER=/nonexistent", "-DMPI_C_LIB_NAMES=mpi", "-DMPI_mpi_LIBRARY=%s" % lib,
+                        "-DMPI_C_HEADER_DIR=" + headers[0]],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    print(p.stdout[-3000:])
+    assert p.returncode != 0
+    text = " ".join(p.stdout.split())  # CMake wraps the message
+    assert "Ferry: mpi4py uses another MPI than this build would" in text
+    assert "MPICH Version: 4.1.2" in text and "Open MPI" in text
+    assert "MPICC=/path/to/its/mpicc pip install ." in text

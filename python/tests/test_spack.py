@@ -100,7 +100,9 @@ class Spec:
         return (m.group(2) in self.on) == (m.group(1) == "+")
 
     def __getitem__(self, name):
-        assert name == "mpi"
+        assert name in ("mpi", "python"), name
+        if name == "python":
+            return types.SimpleNamespace(command=types.SimpleNamespace(path="/opt/py/bin/python3"))
         return types.SimpleNamespace(mpicc="/opt/mpi/bin/mpicc")
 
 
@@ -124,6 +126,7 @@ def test_cmake_args_set_each_variants_option(on):
         assert "-D%s:STRING=%s" % (option, "ON" if variant in on else "OFF") in args
     assert "-DMPI_C_COMPILER:STRING=/opt/mpi/bin/mpicc" in args
     assert ("-DCMAKE_CUDA_ARCHITECTURES:STRING=90" in args) == ("cuda" in on)
+    assert ("-DPython_EXECUTABLE:STRING=/opt/py/bin/python3" in args) == ("python" in on)
     # Every other Ferry option it passes exists too.
     declared = cmake_options()
     for a in args:
