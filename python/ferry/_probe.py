@@ -149,10 +149,16 @@ def probe_library(path):
     return _the_mpi("loading " + path)
 
 
+class _NoMpi4py(Exception):
+    pass
+
+
 def probe_mpi4py():
     """The MPI that mpi4py loads in this interpreter, without initializing MPI."""
-    import mpi4py
-
+    try:
+        import mpi4py
+    except ImportError as e:
+        raise _NoMpi4py(str(e))
     mpi4py.rc.initialize = False
     mpi4py.rc.finalize = False
     config = mpi4py.get_config() if hasattr(mpi4py, "get_config") else {}
@@ -177,10 +183,10 @@ def main(argv):
         else:
             sys.stderr.write("usage: _probe.py mpi4py | library PATH\n")
             return 2
-    except ImportError as e:
+    except _NoMpi4py as e:
         print(json.dumps({"error": "no mpi4py: %s" % e, "missing": "mpi4py"}))
         return 1
-    except (OSError, RuntimeError, AttributeError) as e:
+    except (ImportError, OSError, RuntimeError, AttributeError) as e:  # mpi4py.MPI cannot load
         print(json.dumps({"error": str(e)}))
         return 1
     print(json.dumps(info))
