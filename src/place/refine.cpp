@@ -124,9 +124,16 @@ i64 refine_swaps(const WGraph& g, int k, std::vector<int>& part) {
   Connectivity c(k);
   std::vector<Cand> cand;
   std::vector<std::pair<i64, int>> ab, ba;
+  std::vector<int> start(static_cast<std::size_t>(k) + 1), order(g.n);
   for (int pass = 0; pass < kPasses; ++pass) {
+    // Vertices by part (a counting sort), so the candidates come out grouped by part and only
+    // each part's few need sorting.
+    std::fill(start.begin(), start.end(), 0);
+    for (int v = 0; v < g.n; ++v) ++start[part[v] + 1];
+    for (int p = 0; p < k; ++p) start[p + 1] += start[p];
+    for (int v = 0; v < g.n; ++v) order[start[part[v]]++] = v;
     cand.clear();
-    for (int v = 0; v < g.n; ++v) {
+    for (int v : order) {
       c.of(g, part, v);
       const int a = part[v];
       for (int b : c.touched)
@@ -140,9 +147,15 @@ i64 refine_swaps(const WGraph& g, int k, std::vector<int>& part) {
     cand.erase(std::remove_if(cand.begin(), cand.end(), [&](const Cand& x) { return x.gain <= -most; }),
                cand.end());
     // By pair, best gain first; ties by vertex, so the result does not depend on the sort.
-    std::sort(cand.begin(), cand.end(), [](const Cand& x, const Cand& y) {
+    const auto by_pair = [](const Cand& x, const Cand& y) {
       return x.pair != y.pair ? x.pair < y.pair : x.gain != y.gain ? x.gain > y.gain : x.v < y.v;
-    });
+    };
+    for (auto it = cand.begin(); it != cand.end();) {
+      auto end = it;
+      while (end != cand.end() && end->pair / k == it->pair / k) ++end;
+      std::sort(it, end, by_pair);
+      it = end;
+    }
     auto group = [&](i64 pair) {
       return std::lower_bound(cand.begin(), cand.end(), pair,
                               [](const Cand& x, i64 p) { return x.pair < p; });

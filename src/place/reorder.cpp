@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -287,13 +286,21 @@ namespace {
 // The GPUs of one node for its vertices V (ascending) on its slots S: one vertex per GPU, placed by
 // the QAP directly; several, grouped first by partition_wgraph (group i sized for GPU i), the
 // groups then placed by the QAP among GPUs of the same slot count.
+// `local` is -1 for every vertex on entry and on return (scratch for the vertex -> index in V map).
 void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std::vector<int>& S,
                    const std::vector<Slot>& slots, const Matrix& gpu_cost, const ReorderOptions& o,
-                   int node, std::vector<int>& gpu_of) {
-  std::map<int, int> count;
-  for (int s : S) ++count[slots[s].gpu];
-  std::vector<int> L, cap;
-  for (const auto& [gpu, c] : count) L.push_back(gpu), cap.push_back(c);
+                   int node, std::vector<int>& gpu_of, std::vector<int>& local) {
+  std::vector<int> L;  // the node's GPUs, ascending, and the slots each has
+  for (int s : S) L.push_back(slots[s].gpu);
+  std::sort(L.begin(), L.end());
+  std::vector<int> cap;
+  for (std::size_t i = 0; i < L.size(); ++i) {
+    if (i > 0 && L[i] == L[i - 1])
+      ++cap.back();
+    else
+      cap.push_back(1);
+  }
+  L.erase(std::unique(L.begin(), L.end()), L.end());
   const int G = static_cast<int>(L.size());
   if (G == 1) {
     for (int v : V) gpu_of[v] = L[0];
@@ -326,13 +333,13 @@ void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std
     group = detail::partition_wgraph(detail::induced(g, V), cap, o.graph, used);
   }
   Matrix flow(G), dist(G);
-  std::map<int, int> local;
   for (std::size_t i = 0; i < V.size(); ++i) local[V[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < V.size(); ++i)
     for (int e = g.xadj[V[i]]; e < g.xadj[V[i] + 1]; ++e) {
-      const auto it = local.find(g.adj[e]);
-      if (it != local.end()) flow(group[i], group[it->second]) += static_cast<double>(g.w[e]);
+      const int j = local[g.adj[e]];
+      if (j >= 0) flow(group[i], group[j]) += static_cast<double>(g.w[e]);
     }
+  for (int v : V) local[v] = -1;
   for (int a = 0; a < G; ++a)
     for (int b = 0; b < G; ++b) dist(a, b) = gpu_cost(L[a], L[b]);
   QapOptions qo = o.qap;
@@ -368,8 +375,11 @@ Reordering reorder(const Graph& g, const std::vector<Slot>& slots, const Matrix&
     node_of[v] = node_of_part[part[v]];
     members[node_of[v]].push_back(v);
   }
-  if (!gpu_cost.empty())
-    for (int j = 0; j < k; ++j) place_on_gpus(wg, members[j], nodes.slots[j], slots, gpu_cost, o, j, gpu_of);
+  if (!gpu_cost.empty()) {
+    std::vector<int> local(n, -1);
+    for (int j = 0; j < k; ++j)
+      place_on_gpus(wg, members[j], nodes.slots[j], slots, gpu_cost, o, j, gpu_of, local);
+  }
   return detail::finish(wg, detail::fill_slots(node_of, gpu_of, nodes, slots), nodes, slots, gpu_cost,
                         name(used));
 }
