@@ -1,26 +1,26 @@
 // bench/bench_place.cpp — what placement and rank reordering cost (src/place, one process).
 //
 //   place/reorder_3072/<partitioner>    reorder(): 3,072 ranks as a periodic 16x16x12 grid with 26
-//                                       neighbours (Astaroth-like bytes), scrambled, onto 512 Summit
-//                                       nodes of 6 GPUs: graph check + partition into 512 parts of
-//                                       exactly 6 + per-node QAP. Goal (issue 16): <= 50 ms.
+//                                       neighbours (Astaroth-like bytes), scrambled, onto 512
+//                                       Summit nodes of 6 GPUs: graph check + partition into 512
+//                                       parts of exactly 6 + per-node QAP. Goal (issue 16): <= 50
+//                                       ms.
 //   place/partition_3072/<partitioner>  partition_graph() alone, same graph and sizes
 //   place/qap_exact_8/<matrix>          solve_qap, exact, 8 subdomains onto 8 GPUs: a DGX-1-like
 //                                       hybrid cube-mesh, and random distances (no symmetry to use)
 //   place/qap_heuristic/<n>             solve_qap, heuristic, n facilities on a random matrix
 //   place/partition_grid                partition_grid: 2048^3 cells on 4096 nodes x 8 GPUs
 // Counters: cut_vs_blocks (inter-node bytes / those of the Cartesian node blocks) for reordering.
-#include "bench_common.hpp"
-
-#include <ferry/place.hpp>
-
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <ferry/place.hpp>
 #include <numeric>
 #include <random>
 #include <vector>
+
+#include "bench_common.hpp"
 
 namespace {
 
@@ -37,7 +37,8 @@ Graph grid_graph(int X, int Y, int Z, const std::vector<int>& label) {
           const Int3 d = direction(k);
           const int c[3] = {(x + d[0] + X) % X, (y + d[1] + Y) % Y, (z + d[2] + Z) % Z};
           const int kind = std::abs(d[0]) + std::abs(d[1]) + std::abs(d[2]);
-          flows.push_back({label[x + X * (y + Y * z)], label[c[0] + X * (c[1] + Y * c[2])], w[kind]});
+          flows.push_back(
+              {label[x + X * (y + Y * z)], label[c[0] + X * (c[1] + Y * c[2])], w[kind]});
         }
   return graph_from_flows(X * Y * Z, flows);
 }
@@ -126,7 +127,8 @@ Matrix dgx1() {
       if (i != j && i / 4 == j / 4) bw(i, j) = 25e9;
     bw(i, (i + 4) % 8) = 50e9;
   }
-  for (int q = 0; q < 8; q += 4) bw(q, q + 3) = bw(q + 3, q) = bw(q + 1, q + 2) = bw(q + 2, q + 1) = 50e9;
+  for (int q = 0; q < 8; q += 4)
+    bw(q, q + 3) = bw(q + 3, q) = bw(q + 1, q + 2) = bw(q + 2, q + 1) = 50e9;
   return cost_from_bandwidth(bw);
 }
 
@@ -149,7 +151,8 @@ void qap_heuristic(benchmark::State& state) {
 void partition_big_grid(benchmark::State& state) {
   const Halo h = Halo::box(3);
   for (auto _ : state)
-    benchmark::DoNotOptimize(partition_grid({2048, 2048, 2048}, {true, true, true}, {4096, 8, 1}, h).size());
+    benchmark::DoNotOptimize(
+        partition_grid({2048, 2048, 2048}, {true, true, true}, {4096, 8, 1}, h).size());
 }
 
 }  // namespace
@@ -157,17 +160,22 @@ void partition_big_grid(benchmark::State& state) {
 namespace ferry_bench {
 void register_benchmarks(int* /*argc*/, char** /*argv*/) {
   for (Partitioner p : {Partitioner::builtin, Partitioner::metis}) {
-    benchmark::RegisterBenchmark((std::string("place/reorder_3072/") + name(p)).c_str(), reorder_3072, p)
+    benchmark::RegisterBenchmark((std::string("place/reorder_3072/") + name(p)).c_str(),
+                                 reorder_3072, p)
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("place/partition_3072/") + name(p)).c_str(), partition_3072, p)
+    benchmark::RegisterBenchmark((std::string("place/partition_3072/") + name(p)).c_str(),
+                                 partition_3072, p)
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("place/qap_exact_8/dgx1", qap_exact_8, false)->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("place/qap_exact_8/random", qap_exact_8, true)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("place/qap_exact_8/dgx1", qap_exact_8, false)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("place/qap_exact_8/random", qap_exact_8, true)
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("place/qap_heuristic", qap_heuristic)
       ->Arg(16)
       ->Arg(64)
       ->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("place/partition_grid", partition_big_grid)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("place/partition_grid", partition_big_grid)
+      ->Unit(benchmark::kMicrosecond);
 }
 }  // namespace ferry_bench

@@ -7,19 +7,19 @@
 // vertices until side 0 has exactly its target. k parts: bisect into the first k/2 parts' total and
 // the rest, recurse on both induced subgraphs. Cost O(E log V) per level of the recursion, log2 k
 // levels.
-#include "place/detail.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
+
+#include "place/detail.hpp"
 
 namespace ferry::place::detail {
 
 namespace {
 
-constexpr int kCoarsest = 64;   // stop coarsening at about this many vertices
-// Grown starts per bisection of the coarsest graph: 2 cut as well as 4 or 6 on our tests (the levels
-// above refine them), at half the time of 4 when thousands of small bisections run.
+constexpr int kCoarsest = 64;  // stop coarsening at about this many vertices
+// Grown starts per bisection of the coarsest graph: 2 cut as well as 4 or 6 on our tests (the
+// levels above refine them), at half the time of 4 when thousands of small bisections run.
 constexpr int kInitialTries = 2;
 
 // A max-heap of (gain, vertex) whose storage outlives a call: the many small bisections of a deep
@@ -239,7 +239,8 @@ std::vector<std::uint8_t> grow(const WGraph& g, int seed, i64 target0, Rng& rng,
   std::size_t r = 0;
   while (w0 < target0) {
     if (next < 0) {
-      while (!heap.empty() && (side[heap.top().second] == 0 || heap.top().first != gain[heap.top().second]))
+      while (!heap.empty() &&
+             (side[heap.top().second] == 0 || heap.top().first != gain[heap.top().second]))
         heap.pop();
       if (!heap.empty()) {
         next = heap.top().second;
@@ -274,7 +275,8 @@ void exact_balance(const WGraph& g, std::vector<std::uint8_t>& side, i64 target0
     for (int v = 0; v < g.n; ++v) {
       if (side[v] != from) continue;
       i64 gain = 0;
-      for (int e = g.xadj[v]; e < g.xadj[v + 1]; ++e) gain += side[g.adj[e]] != from ? g.w[e] : -g.w[e];
+      for (int e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
+        gain += side[g.adj[e]] != from ? g.w[e] : -g.w[e];
       if (best < 0 || gain > best_gain) best = v, best_gain = gain;
     }
     side[best] = static_cast<std::uint8_t>(1 - from);

@@ -1,17 +1,14 @@
-// place/qap.cpp — the quadratic assignment of dissertation §4.4 (subdomains or ranks onto the GPUs
-// of a node by flow × link cost), the placement strategies of fig. 4.11, and the traffic report.
+// place/qap.cpp — the quadratic assignment of dissertation §4.4: subdomains or ranks onto the GPUs
+// of a node by flow × link cost.
 //
-// §4.4 enumerates every mapping. Here the exact solver is a branch and bound seeded by the heuristic,
-// so it visits a small part of the 8! = 40,320 mappings of a node of 8 GPUs, and the heuristic takes
-// over where enumeration stops being cheap. The heuristic is greedy construction + pairwise-swap
-// local search, iterated (kicks of a few random swaps of the best assignment, and random restarts):
-// for the sizes that reach it (nodes of 9-72 GPUs, or groups of ranks) it lands within a few percent
-// of the optimum (tests/test_place.cpp measures it against the exact solver), with one parameter,
-// the number of iterations; robust tabu search would do better on large hard instances, which node
+// §4.4 enumerates every mapping; so does the exact solver here up to 8 GPUs, unless the node has
+// interchangeable GPUs (twins), where a search over one GPU per twin class is far cheaper. The
+// heuristic takes over where enumeration stops being cheap: greedy construction + pairwise-swap
+// local search, iterated (kicks of a few random swaps of the best assignment, and random
+// restarts). For the sizes that reach it (nodes of 9-72 GPUs) it lands within a few percent of the
+// optimum (tests/test_place.cpp measures it against the exact solver) with one parameter, the
+// number of iterations; robust tabu search would do better on large hard instances, which node
 // placement does not produce (its flows are sparse and its distances take two or three values).
-#include "place/detail.hpp"
-
-#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +16,13 @@
 #include <map>
 #include <numeric>
 
+#include "place/detail.hpp"
+
 namespace ferry::place {
 
 using detail::bad;
 
-Matrix::Matrix(int size, double fill) : n(size) {
-  if (size < 0) bad("matrix size < 0");
-  a.assign(static_cast<std::size_t>(size) * size, fill);
-}
-
-namespace {
+namespace detail {
 
 void check_matrix(const Matrix& x, const char* what) {
   if (x.n < 0 || x.a.size() != static_cast<std::size_t>(x.n) * x.n)
@@ -37,7 +31,18 @@ void check_matrix(const Matrix& x, const char* what) {
     if (!(v >= 0) || !std::isfinite(v)) bad(std::string(what) + ": negative or non-finite entry");
 }
 
-bool better(double x, double best) { return x < best - 1e-12 * std::abs(best); }
+}  // namespace detail
+
+Matrix::Matrix(int size, double fill) : n(size) {
+  if (size < 0) bad("matrix size < 0");
+  a.assign(static_cast<std::size_t>(size) * size, fill);
+}
+
+namespace {
+
+bool better(double x, double best) {
+  return x < best - 1e-12 * std::abs(best);
+}
 
 // Exact search up to this many locations: every assignment (Heap's algorithm) where they have no
 // twins, else a depth-first search that prunes by the cost so far, one branch per twin class.
@@ -51,7 +56,7 @@ struct Qap {
   const Matrix& f;
   const Matrix& d;
   int n, m;
-  Matrix ft, dt;  // transposes: the delta loops read columns as rows
+  Matrix ft, dt;                         // transposes: the delta loops read columns as rows
   const std::vector<int>* fc = nullptr;  // classes, or null
   const std::vector<int>* lc = nullptr;
   bool ok(int i, int l) const { return !fc || (*fc)[i] == (*lc)[l]; }
@@ -61,14 +66,18 @@ struct Qap {
       for (int j = 0; j < x.n; ++j) t(j, i) = x(i, j);
     return t;
   }
-  const double* row(const Matrix& x, int i) const { return x.a.data() + static_cast<std::size_t>(i) * x.n; }
+  const double* row(const Matrix& x, int i) const {
+    return x.a.data() + static_cast<std::size_t>(i) * x.n;
+  }
 };
 
 // Cost change of swapping the locations of facilities r and s. O(n).
 double delta_swap(const Qap& q, const std::vector<int>& pos, int r, int s) {
   const int a = pos[r], b = pos[s];
-  const double *fr = q.row(q.f, r), *fs = q.row(q.f, s), *ftr = q.row(q.ft, r), *fts = q.row(q.ft, s);
-  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a), *dtb = q.row(q.dt, b);
+  const double *fr = q.row(q.f, r), *fs = q.row(q.f, s), *ftr = q.row(q.ft, r),
+               *fts = q.row(q.ft, s);
+  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a),
+               *dtb = q.row(q.dt, b);
   double delta = fr[r] * (db[b] - da[a]) + fs[s] * (da[a] - db[b]) + fr[s] * (db[a] - da[b]) +
                  fs[r] * (da[b] - db[a]);
   for (int k = 0; k < q.n; ++k) {
@@ -83,7 +92,8 @@ double delta_swap(const Qap& q, const std::vector<int>& pos, int r, int s) {
 double delta_move(const Qap& q, const std::vector<int>& pos, int r, int b) {
   const int a = pos[r];
   const double *fr = q.row(q.f, r), *ftr = q.row(q.ft, r);
-  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a), *dtb = q.row(q.dt, b);
+  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a),
+               *dtb = q.row(q.dt, b);
   double delta = fr[r] * (db[b] - da[a]);
   for (int k = 0; k < q.n; ++k) {
     if (k == r) continue;
@@ -142,10 +152,11 @@ std::vector<int> greedy(const Qap& q) {
     for (int k = 0; k < q.m; ++k) central[l] += q.d(l, k) + q.d(k, l);
   std::vector<int> pos(q.n, -1);
   std::vector<char> used(q.m, 0);
-  std::vector<double> pull(q.n, 0.0);                           // flow to placed facilities
+  std::vector<double> pull(q.n, 0.0);                            // flow to placed facilities
   std::vector<double> lin(static_cast<std::size_t>(q.n) * q.m);  // cost against placed ones
   for (int i = 0; i < q.n; ++i)
-    for (int l = 0; l < q.m; ++l) lin[static_cast<std::size_t>(i) * q.m + l] = q.f(i, i) * q.d(l, l);
+    for (int l = 0; l < q.m; ++l)
+      lin[static_cast<std::size_t>(i) * q.m + l] = q.f(i, i) * q.d(l, l);
   for (int step = 0; step < q.n; ++step) {
     int i = -1;
     for (int c = 0; c < q.n; ++c) {
@@ -165,7 +176,8 @@ std::vector<int> greedy(const Qap& q) {
       if (pos[h] >= 0) continue;
       pull[h] += q.f(h, i) + q.f(i, h);
       for (int l = 0; l < q.m; ++l)
-        lin[static_cast<std::size_t>(h) * q.m + l] += q.f(h, i) * q.d(l, best) + q.f(i, h) * q.d(best, l);
+        lin[static_cast<std::size_t>(h) * q.m + l] +=
+            q.f(h, i) * q.d(l, best) + q.f(i, h) * q.d(best, l);
     }
   }
   return pos;
@@ -259,7 +271,10 @@ std::vector<int> enumerate_all(const Qap& q, std::vector<int> best, double best_
 class BranchAndBound {
  public:
   BranchAndBound(const Qap& q, std::vector<int> best, double best_cost)
-      : q_(q), best_(std::move(best)), best_cost_(best_cost), twin_(twins_of(q)),
+      : q_(q),
+        best_(std::move(best)),
+        best_cost_(best_cost),
+        twin_(twins_of(q)),
         bounded_(q.m > kEnumerateMax) {
     const std::vector<double> tot = totals(q);
     order_.resize(q.n);
@@ -269,7 +284,8 @@ class BranchAndBound {
       const std::size_t nm = static_cast<std::size_t>(q.n) * q.m;
       lin_.assign(static_cast<std::size_t>(q.n + 1) * nm, 0.0);
       for (int h = 0; h < q.n; ++h)
-        for (int l = 0; l < q.m; ++l) lin_[static_cast<std::size_t>(h) * q.m + l] = q.f(h, h) * q.d(l, l);
+        for (int l = 0; l < q.m; ++l)
+          lin_[static_cast<std::size_t>(h) * q.m + l] = q.f(h, h) * q.d(l, l);
     }
     pos_.assign(q.n, -1);
     used_.assign(q.m, 0);
@@ -308,7 +324,8 @@ class BranchAndBound {
       for (int u = t; u < q_.n; ++u) {
         double lo = -1;
         for (int k = 0; k < q_.m; ++k)
-          if (!used_[k] && q_.ok(order_[u], k) && (lo < 0 || lin(t, order_[u], k) < lo)) lo = lin(t, order_[u], k);
+          if (!used_[k] && q_.ok(order_[u], k) && (lo < 0 || lin(t, order_[u], k) < lo))
+            lo = lin(t, order_[u], k);
         if (lo < 0) return best_cost_;  // no free location of its class: a dead end
         total += lo;
       }
@@ -374,10 +391,12 @@ class BranchAndBound {
         for (int u = t + 1; u < q_.n; ++u) {
           const int h = order_[u];
           for (int k = 0; k < q_.m; ++k)
-            if (!used_[k]) lin(t + 1, h, k) = lin(t, h, k) + q_.f(h, fi) * q_.d(k, l) + q_.f(fi, h) * q_.d(l, k);
+            if (!used_[k])
+              lin(t + 1, h, k) = lin(t, h, k) + q_.f(h, fi) * q_.d(k, l) + q_.f(fi, h) * q_.d(l, k);
         }
         // The cheap bound first; the stronger one only where the cheap one does not prune.
-        go = better(p + bound(t + 1, false), best_cost_) && better(p + bound(t + 1, true), best_cost_);
+        go = better(p + bound(t + 1, false), best_cost_) &&
+             better(p + bound(t + 1, true), best_cost_);
       }
       if (go) dfs(t + 1, p);
       pos_[fi] = -1;
@@ -406,19 +425,21 @@ class BranchAndBound {
 }  // namespace
 
 Matrix cost_from_bandwidth(const Matrix& bandwidth) {
-  check_matrix(bandwidth, "bandwidth matrix");
+  detail::check_matrix(bandwidth, "bandwidth matrix");
   Matrix c(bandwidth.n);
   for (int i = 0; i < c.n; ++i)
     for (int j = 0; j < c.n; ++j) {
       const double b = bandwidth(i, j);
-      if (b <= 0 && i != j) bad("bandwidth <= 0 between GPUs " + std::to_string(i) + " and " + std::to_string(j));
+      if (b <= 0 && i != j)
+        bad("bandwidth <= 0 between GPUs " + std::to_string(i) + " and " + std::to_string(j));
       c(i, j) = b > 0 ? 1.0 / b : 0.0;
     }
   return c;
 }
 
 double qap_cost(const Matrix& flow, const Matrix& dist, const std::vector<int>& assignment) {
-  if (static_cast<int>(assignment.size()) != flow.n) bad("assignment size differs from the flow matrix");
+  if (static_cast<int>(assignment.size()) != flow.n)
+    bad("assignment size differs from the flow matrix");
   double c = 0;
   for (int i = 0; i < flow.n; ++i) {
     const int pi = assignment[i];
@@ -433,14 +454,16 @@ double qap_cost(const Matrix& flow, const Matrix& dist, const std::vector<int>& 
 
 QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
                     const std::vector<int>* start) {
-  check_matrix(flow, "flow matrix");
-  check_matrix(dist, "distance matrix");
+  detail::check_matrix(flow, "flow matrix");
+  detail::check_matrix(dist, "distance matrix");
   const int n = flow.n, m = dist.n;
-  if (n > m) bad("more facilities (" + std::to_string(n) + ") than locations (" + std::to_string(m) + ")");
+  if (n > m)
+    bad("more facilities (" + std::to_string(n) + ") than locations (" + std::to_string(m) + ")");
   if (o.restarts < 0) bad("negative restart count");
   Qap q(flow, dist, n, m);
   if (!o.facility_class.empty() || !o.location_class.empty()) {
-    if (static_cast<int>(o.facility_class.size()) != n || static_cast<int>(o.location_class.size()) != m)
+    if (static_cast<int>(o.facility_class.size()) != n ||
+        static_cast<int>(o.location_class.size()) != m)
       bad("facility/location classes must have one entry per facility and per location");
     std::map<int, int> need;
     for (int c : o.facility_class) ++need[c];
@@ -460,7 +483,8 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
     std::vector<char> seen(m, 0);
     for (int i = 0; i < n; ++i) {
       const int l = (*start)[i];
-      if (l < 0 || l >= m || seen[l] || !q.ok(i, l)) bad("start assignment is not a valid assignment");
+      if (l < 0 || l >= m || seen[l] || !q.ok(i, l))
+        bad("start assignment is not a valid assignment");
       seen[l] = 1;
     }
   }
@@ -474,8 +498,8 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
   };
   if (start) consider(greedy(q));
   consider(best);
-  const bool exact = o.method == QapMethod::exact ||
-                     (o.method == QapMethod::automatic && n <= o.exact_max);
+  const bool exact =
+      o.method == QapMethod::exact || (o.method == QapMethod::automatic && n <= o.exact_max);
   // Iterated local search: mostly kicks of the best so far, every fourth a fresh random start.
   // The exact solver needs only a good first bound, which the greedy start gives.
   detail::Rng rng(o.seed);
@@ -499,89 +523,6 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
   r.cost = best_cost;
   r.exact = exact;
   return r;
-}
-
-Placement place(const Partition& p, const Halo& halo, i64 bytes_per_cell, const Machine& mc,
-                const PlaceOptions& o) {
-  const int N = p.nodes(), P = p.gpus_per_node(), S = p.subdomains_per_gpu();
-  if (mc.nodes != N || mc.gpus_per_node != P)
-    bad("machine of " + std::to_string(mc.nodes) + " nodes x " + std::to_string(mc.gpus_per_node) +
-        " GPUs does not match the partition's " + std::to_string(N) + " x " + std::to_string(P));
-  if (!mc.gpu_cost.empty() && mc.gpu_cost.n != P) bad("GPU cost matrix size differs from GPUs per node");
-  if (!mc.gpu_cost.empty()) check_matrix(mc.gpu_cost, "GPU cost matrix");
-  const int total = p.size();
-  Placement pl;
-  pl.node.resize(total);
-  pl.gpu.resize(total);
-  if (o.strategy == Strategy::trivial || o.strategy == Strategy::random) {
-    // Rank order = the global grid's linear order, x fastest: what a code without node blocks does.
-    const Int3 g = p.grid();
-    std::vector<int> order(total);
-    for (int i = 0; i < total; ++i) {
-      const Int3 c = p.subdomains[i].coords;
-      order[c[0] + g[0] * (c[1] + g[1] * c[2])] = i;
-    }
-    if (o.strategy == Strategy::random) {
-      detail::Rng rng(o.seed);
-      rng.shuffle(order);
-    }
-    for (int k = 0; k < total; ++k) {
-      pl.node[order[k]] = k / (P * S);
-      pl.gpu[order[k]] = (k % (P * S)) / S;
-    }
-    return pl;
-  }
-  for (int i = 0; i < total; ++i) {
-    pl.node[i] = p.subdomains[i].node;
-    pl.gpu[i] = p.subdomains[i].gpu;
-  }
-  if (o.strategy == Strategy::node_aware || mc.gpu_cost.empty() || P == 1) return pl;
-  // Per node, the bytes between its GPU blocks, then the blocks onto GPUs.
-  const std::vector<Flow> flows = halo_flows(p, halo, bytes_per_cell);
-  std::vector<Matrix> between(N, Matrix(P));
-  for (const Flow& f : flows) {
-    const Subdomain& s = p.subdomains[f.src];
-    const Subdomain& d = p.subdomains[f.dst];
-    if (s.node == d.node) between[s.node](s.gpu, d.gpu) += static_cast<double>(f.bytes);
-  }
-  std::vector<int> identity(P);
-  std::iota(identity.begin(), identity.end(), 0);
-  for (int node = 0; node < N; ++node) {
-    QapOptions qo = o.qap;
-    qo.seed = o.qap.seed + static_cast<std::uint64_t>(node);
-    const QapResult r = solve_qap(between[node], mc.gpu_cost, qo, &identity);
-    for (int i = node * P * S; i < (node + 1) * P * S; ++i) pl.gpu[i] = r.assignment[p.subdomains[i].gpu];
-  }
-  return pl;
-}
-
-Traffic traffic(const std::vector<Flow>& flows, const std::vector<int>& node,
-                const std::vector<int>& gpu, const Matrix& gpu_cost) {
-  if (node.size() != gpu.size()) bad("node and GPU vectors differ in size");
-  if (!gpu_cost.empty()) check_matrix(gpu_cost, "GPU cost matrix");
-  const int n = static_cast<int>(node.size());
-  std::map<double, i64> classes;
-  Traffic t;
-  for (const Flow& f : flows) {
-    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n) bad("flow between unknown subdomains");
-    if (f.bytes < 0) bad("negative flow");
-    if (node[f.src] != node[f.dst]) {
-      t.inter_node += f.bytes;
-    } else if (gpu[f.src] == gpu[f.dst]) {
-      t.same_gpu += f.bytes;
-    } else {
-      double c = 0;
-      if (!gpu_cost.empty()) {
-        if (gpu[f.src] < 0 || gpu[f.src] >= gpu_cost.n || gpu[f.dst] < 0 || gpu[f.dst] >= gpu_cost.n)
-          bad("GPU index outside the cost matrix");
-        c = gpu_cost(gpu[f.src], gpu[f.dst]);
-      }
-      classes[c] += f.bytes;
-      t.cost += c * static_cast<double>(f.bytes);
-    }
-  }
-  for (const auto& [c, b] : classes) t.intra_node.push_back({c, b});
-  return t;
 }
 
 }  // namespace ferry::place

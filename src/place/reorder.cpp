@@ -1,9 +1,6 @@
 // place/reorder.cpp — graphs, their partition into parts of exact sizes, and rank reordering
 // (dissertation §5.7: TEMPI asks a partitioner for N parts of P ranks; here the parts are then also
 // placed on the GPUs of their node, which §5.7 left out and §4.4 does for the stencil library).
-#include "place/detail.hpp"
-#include "sys/error.hpp"
-
 #include <mpi.h>
 
 #include <algorithm>
@@ -12,15 +9,21 @@
 #include <numeric>
 #include <tuple>
 
+#include "place/detail.hpp"
+#include "sys/error.hpp"
+
 namespace ferry::place {
 
 using detail::bad;
 
 const char* name(Partitioner p) {
   switch (p) {
-    case Partitioner::automatic: return "automatic";
-    case Partitioner::metis: return "metis";
-    case Partitioner::builtin: return "builtin";
+    case Partitioner::automatic:
+      return "automatic";
+    case Partitioner::metis:
+      return "metis";
+    case Partitioner::builtin:
+      return "builtin";
   }
   return "unknown";
 }
@@ -30,7 +33,8 @@ Graph graph_from_flows(int n, const std::vector<Flow>& flows) {
   std::vector<std::tuple<int, int, i64>> e;
   e.reserve(2 * flows.size());
   for (const Flow& f : flows) {
-    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n) bad("flow between vertices outside the graph");
+    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n)
+      bad("flow between vertices outside the graph");
     if (f.bytes < 0) bad("negative flow");
     if (f.src == f.dst) continue;
     e.emplace_back(f.src, f.dst, f.bytes);
@@ -42,7 +46,8 @@ Graph graph_from_flows(int n, const std::vector<Flow>& flows) {
   for (std::size_t i = 0; i < e.size(); ++i) {
     const auto [u, v, w] = e[i];
     if (!g.adjncy.empty() && i > 0 && std::get<0>(e[i - 1]) == u && std::get<1>(e[i - 1]) == v) {
-      g.weight.back() = ferry::detail::checked_add(g.weight.back(), w, MPI_ERR_ARG, "ferry::place: edge weight");
+      g.weight.back() =
+          ferry::detail::checked_add(g.weight.back(), w, MPI_ERR_ARG, "ferry::place: edge weight");
       continue;
     }
     g.adjncy.push_back(v);
@@ -61,11 +66,14 @@ void check_structure(const Graph& g) {
   const int n = g.vertices();
   for (int v = 0; v < n; ++v)
     if (g.xadj[v + 1] < g.xadj[v]) bad("graph xadj decreases at vertex " + std::to_string(v));
-  if (g.xadj[n] != static_cast<i64>(g.adjncy.size())) bad("graph xadj does not end at the edge count");
+  if (g.xadj[n] != static_cast<i64>(g.adjncy.size()))
+    bad("graph xadj does not end at the edge count");
   if (g.adjncy.size() > static_cast<std::size_t>(INT_MAX)) bad("graph has too many edges");
-  if (!g.weight.empty() && g.weight.size() != g.adjncy.size()) bad("graph weights differ in count from edges");
+  if (!g.weight.empty() && g.weight.size() != g.adjncy.size())
+    bad("graph weights differ in count from edges");
   for (int u : g.adjncy)
-    if (u < 0 || u >= n) bad("graph edge to vertex " + std::to_string(u) + " outside 0.." + std::to_string(n - 1));
+    if (u < 0 || u >= n)
+      bad("graph edge to vertex " + std::to_string(u) + " outside 0.." + std::to_string(n - 1));
   for (i64 w : g.weight)
     if (w < 0) bad("negative edge weight");
 }
@@ -73,20 +81,24 @@ void check_structure(const Graph& g) {
 void check_sizes(int n, const std::vector<int>& sizes) {
   if (sizes.empty()) bad("no parts");
   if (static_cast<i64>(sizes.size()) > n)
-    bad("more parts (" + std::to_string(sizes.size()) + ") than vertices (" + std::to_string(n) + ")");
+    bad("more parts (" + std::to_string(sizes.size()) + ") than vertices (" + std::to_string(n) +
+        ")");
   i64 sum = 0;
   for (int s : sizes) {
     if (s < 1) bad("part size " + std::to_string(s) + " < 1");
     sum += s;
   }
-  if (sum != n) bad("part sizes sum to " + std::to_string(sum) + ", not the " + std::to_string(n) + " vertices");
+  if (sum != n)
+    bad("part sizes sum to " + std::to_string(sum) + ", not the " + std::to_string(n) +
+        " vertices");
 }
 
 Partitioner resolve(Partitioner p) {
   if (p == Partitioner::metis && !metis_available())
     ferry::detail::fail(MPI_ERR_UNSUPPORTED_OPERATION,
                         "ferry::place: this build has no METIS (configure with FERRY_METIS=ON)");
-  if (p == Partitioner::automatic) return metis_available() ? Partitioner::metis : Partitioner::builtin;
+  if (p == Partitioner::automatic)
+    return metis_available() ? Partitioner::metis : Partitioner::builtin;
   return p;
 }
 
@@ -108,8 +120,8 @@ void check_graph(const Graph& g) {
     std::size_t out = begin;
     for (std::size_t i = begin; i < row.size(); ++i) {
       if (out > begin && row[out - 1].first == row[i].first)
-        row[out - 1].second = ferry::detail::checked_add(row[out - 1].second, row[i].second, MPI_ERR_ARG,
-                                                         "ferry::place: edge weight");
+        row[out - 1].second = ferry::detail::checked_add(row[out - 1].second, row[i].second,
+                                                         MPI_ERR_ARG, "ferry::place: edge weight");
       else
         row[out++] = row[i];
     }
@@ -129,7 +141,8 @@ void check_graph(const Graph& g) {
 
 i64 edge_cut(const Graph& g, const std::vector<int>& part) {
   check_structure(g);
-  if (static_cast<int>(part.size()) != g.vertices()) bad("part vector size differs from the vertex count");
+  if (static_cast<int>(part.size()) != g.vertices())
+    bad("part vector size differs from the vertex count");
   i64 cut = 0;
   for (int v = 0; v < g.vertices(); ++v)
     for (i64 i = g.xadj[v]; i < g.xadj[v + 1]; ++i)
@@ -145,7 +158,8 @@ std::vector<int> partition_wgraph(const WGraph& g, const std::vector<int>& sizes
   const int k = static_cast<int>(sizes.size());
   if (k == 1) return std::vector<int>(g.n, 0);
   std::vector<int> part;
-  if (used == Partitioner::metis && !metis_partition(g, sizes, o.seed, part)) used = Partitioner::builtin;
+  if (used == Partitioner::metis && !metis_partition(g, sizes, o.seed, part))
+    used = Partitioner::builtin;
   if (used == Partitioner::builtin) {
     Rng rng(o.seed);
     part = recursive_bisection(g, sizes, rng);
@@ -160,7 +174,8 @@ Nodes group_nodes(const std::vector<Slot>& slots, const Matrix& gpu_cost) {
   for (const Slot& s : slots) {
     if (s.node < 0 || s.gpu < 0) bad("negative node or GPU in a slot");
     if (!gpu_cost.empty() && s.gpu >= gpu_cost.n)
-      bad("slot GPU " + std::to_string(s.gpu) + " outside the " + std::to_string(gpu_cost.n) + "-GPU cost matrix");
+      bad("slot GPU " + std::to_string(s.gpu) + " outside the " + std::to_string(gpu_cost.n) +
+          "-GPU cost matrix");
     ids.push_back(s.node);
   }
   std::sort(ids.begin(), ids.end());
@@ -169,7 +184,8 @@ Nodes group_nodes(const std::vector<Slot>& slots, const Matrix& gpu_cost) {
   nodes.slots.resize(ids.size());
   nodes.of_slot.resize(slots.size());
   for (std::size_t r = 0; r < slots.size(); ++r) {
-    const int j = static_cast<int>(std::lower_bound(ids.begin(), ids.end(), slots[r].node) - ids.begin());
+    const int j =
+        static_cast<int>(std::lower_bound(ids.begin(), ids.end(), slots[r].node) - ids.begin());
     nodes.of_slot[r] = j;
     nodes.slots[j].push_back(static_cast<int>(r));
   }
@@ -195,7 +211,8 @@ std::vector<int> match_parts(const std::vector<int>& part, const Nodes& nodes) {
   std::sort(overlap.begin(), overlap.end());
   std::vector<int> node_of_part(k, -1), part_of_node(k, -1);
   for (const auto& [c, p, j] : overlap)
-    if (node_of_part[p] < 0 && part_of_node[j] < 0 && size[p] == static_cast<int>(nodes.slots[j].size()))
+    if (node_of_part[p] < 0 && part_of_node[j] < 0 &&
+        size[p] == static_cast<int>(nodes.slots[j].size()))
       node_of_part[p] = j, part_of_node[j] = p;
   for (int p = 0; p < k; ++p) {
     if (node_of_part[p] >= 0) continue;
@@ -204,7 +221,8 @@ std::vector<int> match_parts(const std::vector<int>& part, const Nodes& nodes) {
         node_of_part[p] = j, part_of_node[j] = p;
         break;
       }
-    if (node_of_part[p] < 0) ferry::detail::fail(MPI_ERR_INTERN, "ferry::place: a part matches no node");
+    if (node_of_part[p] < 0)
+      ferry::detail::fail(MPI_ERR_INTERN, "ferry::place: a part matches no node");
   }
   return node_of_part;
 }
@@ -215,7 +233,9 @@ std::vector<int> fill_slots(const std::vector<int>& node_of_vertex,
   const int n = static_cast<int>(node_of_vertex.size());
   std::vector<int> old_of_new(n, -1);
   std::vector<char> taken(n, 0);
-  auto fits = [&](int v, int s) { return gpu_of_vertex[v] < 0 || slots[s].gpu == gpu_of_vertex[v]; };
+  auto fits = [&](int v, int s) {
+    return gpu_of_vertex[v] < 0 || slots[s].gpu == gpu_of_vertex[v];
+  };
   for (int v = 0; v < n; ++v)
     if (nodes.of_slot[v] == node_of_vertex[v] && fits(v, v)) old_of_new[v] = v, taken[v] = 1;
   std::vector<std::size_t> next(nodes.slots.size(), 0);  // all slots before it are taken or skipped
@@ -271,7 +291,8 @@ Reordering finish(const WGraph& g, std::vector<int> old_of_new, const Nodes& nod
 
 }  // namespace detail
 
-GraphPartition partition_graph(const Graph& g, const std::vector<int>& sizes, const GraphOptions& o) {
+GraphPartition partition_graph(const Graph& g, const std::vector<int>& sizes,
+                               const GraphOptions& o) {
   check_graph(g);
   check_sizes(g.vertices(), sizes);
   const detail::WGraph wg = detail::to_wgraph(g);
@@ -318,7 +339,8 @@ void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std
     for (std::size_t i = 0; i < V.size(); ++i) {
       const auto it = std::find(S.begin(), S.end(), V[i]);
       if (it == S.end()) continue;
-      const int l = static_cast<int>(std::lower_bound(L.begin(), L.end(), slots[V[i]].gpu) - L.begin());
+      const int l =
+          static_cast<int>(std::lower_bound(L.begin(), L.end(), slots[V[i]].gpu) - L.begin());
       if (!used[l]) pos[i] = l, used[l] = 1;
     }
     int l = 0;
@@ -380,8 +402,8 @@ Reordering reorder(const Graph& g, const std::vector<Slot>& slots, const Matrix&
     for (int j = 0; j < k; ++j)
       place_on_gpus(wg, members[j], nodes.slots[j], slots, gpu_cost, o, j, gpu_of, local);
   }
-  return detail::finish(wg, detail::fill_slots(node_of, gpu_of, nodes, slots), nodes, slots, gpu_cost,
-                        name(used));
+  return detail::finish(wg, detail::fill_slots(node_of, gpu_of, nodes, slots), nodes, slots,
+                        gpu_cost, name(used));
 }
 
 }  // namespace ferry::place
