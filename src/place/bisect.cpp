@@ -354,7 +354,7 @@ WGraph to_wgraph(const Graph& g) {
   w.w.reserve(g.adjncy.size());
   for (int v = 0; v < w.n; ++v) {
     for (i64 e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
-      if (g.adjncy[e] == v) continue;
+      if (g.adjncy[e] == v || (!g.weight.empty() && g.weight[e] == 0)) continue;  // cuts nothing
       w.adj.push_back(g.adjncy[e]);
       w.w.push_back(g.weight.empty() ? 1 : g.weight[e]);
     }

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <tuple>
 
@@ -238,6 +239,8 @@ Partition partition_grid(const Ext3& extent, const std::array<bool, 3>& periodic
   for (int a = 0; a < 3; ++a)
     if (extent[a] < 1)
       bad("extent " + std::to_string(extent[a]) + " < 1 on axis " + std::to_string(a));
+  if (i64{shape.nodes} * shape.gpus_per_node * shape.subdomains_per_gpu > INT_MAX)
+    bad("more than 2^31 - 1 subdomains");
   const auto nodes = factorizations(shape.nodes, options.nodes, "node");
   const auto gpus = factorizations(shape.gpus_per_node, options.gpus, "GPU");
   const auto subs = factorizations(shape.subdomains_per_gpu, options.subdomains, "subdomain");
