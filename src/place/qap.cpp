@@ -488,23 +488,25 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
       seen[l] = 1;
     }
   }
-  // Heuristic first: its answer is the result above exact_max, and the exact solver's first bound.
+  const bool exact =
+      o.method == QapMethod::exact || (o.method == QapMethod::automatic && n <= o.exact_max);
+  // Heuristic first: its answer is the result above exact_max, and branch and bound's first bound.
+  // Up to kEnumerateMax locations the exact search needs no more than the greedy start: the
+  // enumeration visits everything anyway, the twin search only a handful of nodes.
   std::vector<int> best = start ? *start : greedy(q);
   double best_cost = qap_cost(flow, dist, best);
-  auto consider = [&](std::vector<int> pos) {
-    local_search(q, pos);
+  auto consider = [&](std::vector<int> pos, bool improve) {
+    if (improve) local_search(q, pos);
     const double c = qap_cost(flow, dist, pos);
     if (better(c, best_cost)) best = std::move(pos), best_cost = c;
   };
-  if (start) consider(greedy(q));
-  consider(best);
-  const bool exact =
-      o.method == QapMethod::exact || (o.method == QapMethod::automatic && n <= o.exact_max);
+  const bool improve = !exact || m > kEnumerateMax;
+  if (start) consider(greedy(q), improve);
+  if (improve) consider(best, true);
   // Iterated local search: mostly kicks of the best so far, every fourth a fresh random start.
-  // The exact solver needs only a good first bound, which the greedy start gives.
   detail::Rng rng(o.seed);
   for (int i = 0; !exact && i < o.restarts; ++i)
-    consider(i % 4 == 3 ? random_start(q, rng) : kick(q, best, 2 + i % 3, rng));
+    consider(i % 4 == 3 ? random_start(q, rng) : kick(q, best, 2 + i % 3, rng), true);
   bool symmetric = false;
   if (exact) {
     const std::vector<int> twin = twins_of(q);
