@@ -1,6 +1,7 @@
 #include "mpi/common.hpp"
 
 #include "mpi/ipc.hpp"
+#include "sys/env.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -10,10 +11,7 @@
 namespace ferry::mpi_detail {
 
 bool verbose() {
-  static const bool v = [] {
-    const char* e = std::getenv("FERRY_MPI_VERBOSE");
-    return e && *e && *e != '0';
-  }();
+  static const bool v = ferry::detail::env::flag(ferry::detail::env::Knob::mpi_verbose);
   return v;
 }
 

@@ -25,6 +25,7 @@
 #include "mpi/early.hpp"
 #include "mpi/ipc.hpp"
 #include "mpi/persistent.hpp"
+#include "sys/env.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -380,6 +381,7 @@ void say_initialized(const char* how) {
   std::fprintf(stderr, "ferry-mpi: rank %d initialized (%s; GPU engine %s; IPC %s)\n", rank, how,
                ferry::gpu::available() ? "available" : "not available",
                ipc::enabled() ? "on" : "off");
+  if (rank == 0) std::fputs(ferry::detail::env::settings_text("ferry-mpi: setting ").c_str(), stderr);
 }
 
 }  // namespace

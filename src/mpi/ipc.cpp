@@ -16,11 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "sys/env.hpp"
+
 #if FERRY_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
 
 namespace ferry::mpi_detail::ipc {
+
+namespace env = ferry::detail::env;
+
 namespace {
 
 // Where ranks live, and the private communicator for acknowledgements. Set once by init().
@@ -113,10 +118,7 @@ void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 bool enabled() { return world().on; }
 
 bool host_protocol_test() {
-  static const bool on = [] {
-    const char* e = std::getenv("FERRY_PROTOCOL_TEST");
-    return e && e[0] == '1';
-  }();
+  static const bool on = env::flag(env::Knob::protocol_test);
   return on;
 }
 void force_method(std::optional<model::Method> m) { world().forced = m; }
@@ -375,11 +377,6 @@ int conclude(InFlight& f) {
                    data_tag(f.stub.seq), world().ctl);
 }
 
-i64 env_bytes(const char* name, i64 fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoll(e) : fallback;
-}
-
 // Where world rank `peer` receives, seen from data on `device`: another node; the same GPU, when
 // the peer's last known GPU is this one; else (another GPU, or not known yet) another GPU.
 model::Locality locality(int peer, int device) {
@@ -427,8 +424,7 @@ const char* locality_name(int peer, int device) {
 
 void init() {
   World& w = world();
-  const char* e = std::getenv("FERRY_IPC");
-  const bool wanted = !(e && e[0] == '0') && (ferry::gpu::available() || host_protocol_test());
+  const bool wanted = env::flag(env::Knob::ipc) && (ferry::gpu::available() || host_protocol_test());
   // Every rank takes part in the collective setup, so all agree even where some lack a GPU.
   int all = wanted ? 1 : 0;
   PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -458,11 +454,11 @@ void init() {
   int flag = 0;
   PMPI_Comm_get_attr(w.ctl, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) w.tag_span = std::max(1, (*ub - 1) / 2);
-  w.ipc_min = env_bytes("FERRY_IPC_MIN", -1);
-  w.pipeline_min = env_bytes("FERRY_PIPELINE_MIN", -1);
-  w.chunk_bytes = std::max(env_bytes("FERRY_PIPELINE_CHUNK", i64{1} << 20), i64{4096});
-  if (const char* f = std::getenv("FERRY_METHOD"); f && *f) w.forced = model::method_named(f);
-  if (const char* f = std::getenv("FERRY_PACK"); f && *f) w.forced_pack = model::pack_named(f);
+  w.ipc_min = env::integer_if_set(env::Knob::ipc_min).value_or(-1);
+  w.pipeline_min = env::integer_if_set(env::Knob::pipeline_min).value_or(-1);
+  w.chunk_bytes = env::integer(env::Knob::pipeline_chunk);
+  if (const std::string f = env::text(env::Knob::method); !f.empty()) w.forced = model::method_named(f);
+  if (const std::string f = env::text(env::Knob::pack); !f.empty()) w.forced_pack = model::pack_named(f);
   std::string why;
   w.decisions = std::make_unique<model::DecisionCache>(
       std::make_shared<const model::Model>(model::Model::from_environment(&why)));

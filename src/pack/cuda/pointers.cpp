@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "pack/host_pages.hpp"
+#include "sys/env.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::gpu {
@@ -47,10 +48,7 @@ GetAttributesFn driver_get_attributes() {
 }
 
 bool cache_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("FERRY_POINTER_CACHE");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = detail::env::flag(detail::env::Knob::pointer_cache);
   return on;
 }
 
