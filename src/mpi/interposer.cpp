@@ -374,6 +374,16 @@ int exchange(PostRecv post_recv, PostSend post_send, MPI_Status* status) {
   return rc;
 }
 
+// The transport's collective setup (topology); a failure leaves the interposer without IPC, never
+// an exception out of MPI_Init.
+void start_transport() {
+  try {
+    ferry::transport::init();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry-mpi: the transport could not start (%s); Ferry's IPC is off\n", e.what());
+  }
+}
+
 void say_initialized(const char* how) {
   if (!verbose()) return;
   int rank = 0;
@@ -417,6 +427,7 @@ FERRY_EXPORT int ferry_mpi_force_pack(const char* name) {
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) {
+    start_transport();
     ipc::init();
     hot::init();
     say_initialized("MPI_Init");
@@ -427,6 +438,7 @@ int MPI_Init(int* argc, char*** argv) {
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) {
+    start_transport();
     ipc::init();
     hot::init();
     say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
@@ -437,7 +449,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 int MPI_Finalize(void) {
   requests().drain();  // requests the application freed while active
   ipc::finalize();
-  pool().release_all();
+  ferry::transport::finalize();
   return PMPI_Finalize();
 }
 

@@ -44,6 +44,9 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "(never below 1M). Unset: the model decides."},
     {Knob::pipeline_chunk, "FERRY_PIPELINE_CHUNK", Kind::bytes, "1M", 4096, i64{1} << 40, "",
      "Bytes per chunk of a pipelined message (rounded down to whole elements)."},
+    {Knob::ipc_cache, "FERRY_IPC_CACHE", Kind::integer, "128", 0, 1 << 20, "",
+     "Peers' allocations kept mapped over IPC, the least recently used closed first; 0 closes "
+     "each after its message (for programs that open the same IPC handles themselves)."},
     {Knob::pointer_cache, "FERRY_POINTER_CACHE", Kind::flag, "1", 0, 0, "",
      "0 asks the CUDA driver where every buffer lives instead of caching host pages (for "
      "programs that unmap host memory the driver later reuses for GPU memory)."},
@@ -53,6 +56,12 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "Threads per block of the pack kernels; 0: the tuning table (for tuning runs)."},
     {Knob::gpu_blocks_per_sm, "FERRY_GPU_BLOCKS_PER_SM", Kind::integer, "0", 0, 64, "",
      "Most blocks per multiprocessor a pack grid asks for; 0: the tuning table."},
+    {Knob::topology, "FERRY_TOPOLOGY", Kind::layout, "", 0, 0, "",
+     "A simulated layout for tests: N nodes of G GPUs, ranks assigned to nodes and GPUs in "
+     "blocks (e.g. `4x2`). Unset: the machine's own."},
+    {Knob::bandwidth, "FERRY_BANDWIDTH", Kind::path, "", 0, 0, "",
+     "A node's GPU-to-GPU bandwidth matrix for placement: one row of GB/s per GPU, whitespace "
+     "separated, `#` comments. Unset: uniform links."},
     {Knob::protocol_test, "FERRY_PROTOCOL_TEST", Kind::flag, "0", 0, 0, "",
      "Tests: large host-buffer sends take the pipelined stub protocol, so CI runs it without a "
      "GPU."},

@@ -33,10 +33,13 @@ enum class Knob : int {
   ipc_min,
   pipeline_min,
   pipeline_chunk,
+  ipc_cache,
   pointer_cache,
   debug_sync,
   gpu_threads,
   gpu_blocks_per_sm,
+  topology,
+  bandwidth,
   protocol_test,
   count
 };
