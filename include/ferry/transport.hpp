@@ -246,13 +246,15 @@ bool export_pointer(const void* p, Export* out);
 // (once no one uses it) and the new one opened. At most `capacity` mappings are kept, the least
 // recently used closed first; mappings in use are never closed.
 //
-// Coexisting with other users of CUDA IPC (ucx#3192): CUDA maps a handle once per process and
-// device, so when the application or the MPI has opened the same allocation itself, the open here
-// fails with "already mapped" and the address it was mapped at cannot be learned. The cache then
-// answers `already_mapped` (and remembers it for that allocation, so the driver is not asked again
-// until the peer's allocation changes): the caller moves that message another way (staging).
-// The other way round, a mapping kept here makes the application's own open fail: FERRY_IPC_CACHE=0
-// (capacity 0) closes each mapping as soon as its message is done.
+// Coexisting with other users of CUDA IPC (the application, or the MPI itself, may open the same
+// peer allocation; ucx#3192): current drivers count the opens of one handle in one context and give
+// every opener the same address, and each close only drops its own count, so Ferry's mapping and
+// the program's live side by side. A handle opened in another context of the device (or, with
+// older drivers, opened at all) refuses a second open as "already mapped", and the address it was
+// mapped at cannot be learned: the cache then answers `already_mapped` (remembered for that
+// allocation, so the driver is not asked again until the peer's allocation changes) and the caller
+// moves that message another way (staging). Where Ferry's mapping would stand in the way of the
+// program's own open, FERRY_IPC_CACHE=0 (capacity 0) closes each mapping once its message is done.
 class IpcCache {
   struct Mapping;
 

@@ -137,8 +137,9 @@ struct IpcMemHandle {
 bool ipc_handle(void* base, IpcMemHandle* out) noexcept;
 enum class IpcOpen {
   ok,
-  // This process has the allocation mapped already (the application or the MPI opened the same
-  // handle: CUDA maps a handle once per process and device, ucx#3192); `*mapped` is not set.
+  // The allocation is mapped in this process already where CUDA will not count a second open
+  // (another context on the device, or an older driver; ucx#3192); `*mapped` is not set. (In the
+  // same context current drivers count opens and return the same address: that is `ok`.)
   already_mapped,
   failed  // any other reason (another node's handle, a freed allocation, no peer access)
 };
