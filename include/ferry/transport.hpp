@@ -52,8 +52,9 @@ class Bandwidth {
   // parse() of a file; MPI_ERR_FILE when it cannot be read.
   static Bandwidth load(const std::string& path);
   // Times a 64 MiB peer copy each way between every pair of the GPUs this process sees (the
-  // node's GPUs in CUDA's order; run it where all of them are visible). A second or more on a
-  // node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
+  // node's GPUs in CUDA's order; run it where all of them are visible), enabling peer access
+  // between those that have it; to_text() of the result is a file for FERRY_BANDWIDTH. A second or
+  // more on a node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
   static Bandwidth measure();
   int gpus() const { return n_; }
   // GB/s from GPU `from` to GPU `to`; the uniform default for indices outside the matrix (GPUs
