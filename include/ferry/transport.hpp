@@ -111,7 +111,8 @@ class Topology {
   const Bandwidth& bandwidth() const { return bandwidth_; }
   // GB/s between the GPUs of ranks a and b (on one node; the uniform default otherwise).
   double bandwidth(int a, int b) const;
-  // One line: "2 nodes (simulated 2x2), 4 ranks: node 0 ranks 0-1 GPUs 0,1; ... ; bandwidth uniform".
+  // One line: "2 nodes (simulated), 4 ranks: node 0 ranks 0-1 on 2 GPUs; node 1 ranks 2-3 on 2
+  // GPUs; bandwidth uniform".
   std::string describe() const;
 
  private:
