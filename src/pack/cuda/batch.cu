@@ -45,7 +45,7 @@ i64 copy_bytes(i64 scount, const Type& stype, i64 dcount, const Type& dtype) {
 
 template <int LW>
 void launch_lean_copy(const LeanMove& m, const char* src, char* dst, std::uint32_t words,
-                      int grid, cudaStream_t s) {
+                      int grid, Stream s) {
   if (m.kind == detail::kCopySame)
     detail::lean_copy_kernel<LW, detail::kCopySame><<<grid, detail::kBatchThreads, 0, s>>>(m, src, dst, words);
   else
@@ -54,7 +54,7 @@ void launch_lean_copy(const LeanMove& m, const char* src, char* dst, std::uint32
 
 template <class Idx>
 void launch_general_copy(const GeneralMove& m, const char* src, char* dst, Idx words, int grid,
-                         cudaStream_t s) {
+                         Stream s) {
 #define FERRY_COPY_CASE(LW)                                                                   \
   case LW:                                                                                    \
     detail::general_copy_kernel<Idx, LW><<<grid, detail::kBatchThreads, 0, s>>>(m, src, dst,  \
@@ -70,7 +70,7 @@ void launch_general_copy(const GeneralMove& m, const char* src, char* dst, Idx w
 #undef FERRY_COPY_CASE
 }
 
-int copy_grid(i64 words, int lw, const DeviceInfo& info) {
+int copy_grid(i64 words, int lw, const LaunchInfo& info) {
   const i64 tile = i64{detail::kBatchThreads} * (lw >= 4 ? 2 : detail::kUnroll);
   return static_cast<int>(std::max<i64>(
       1, std::min<i64>((words + tile - 1) / tile, i64{info.sms} * info.policy.blocks_per_sm)));
@@ -90,8 +90,7 @@ void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 d
     char* s = const_cast<char*>(static_cast<const char*>(src));
     char* d = static_cast<char*>(dst);
     if (hs.contiguous && hd.contiguous) {
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(d + hd.plan.start, s + hs.plan.start,
-                                       static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream));
+      copy_async(d + hd.plan.start, s + hs.plan.start, bytes, stream);
     } else if (hs.contiguous) {
       run_plan(false, hd, d, s + hs.plan.start, device, stream);
     } else if (hd.contiguous) {
@@ -101,7 +100,7 @@ void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 d
       const SidePlan b{true, hd, reinterpret_cast<std::uintptr_t>(d)};
       const int lw = detail::move_lw(a, b);
       const i64 words = bytes >> lw;
-      const int grid = copy_grid(words, lw, device_info(device));
+      const int grid = copy_grid(words, lw, launch_info(device));
       if (detail::lean_fits(hs) && detail::lean_fits(hd)) {
         const LeanMove m = detail::make_lean(a, b, lw, 0, 0);
         const auto w = static_cast<std::uint32_t>(words);
@@ -120,7 +119,7 @@ void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 d
       check_launch(stream);
     }
   }
-  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+  if (done) record(done, stream);
 }
 
 void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
@@ -133,7 +132,7 @@ void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
   char* d = static_cast<char*>(dst);
   if (src_ok && dst_ok) {
     copy_async(src, scount, stype, dst, dcount, dtype, nullptr, nullptr);
-    FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    sync_stream(nullptr);
   } else if (!src_ok && !dst_ok) {
     detail::cpu_copy(s, scount, stype, d, dcount, dtype);
   } else if (src_ok) {  // the GPU packs, the CPU unpacks into pageable memory
@@ -300,7 +299,7 @@ Batch::Batch(const std::vector<Move>& moves, const std::vector<void*>& slots)
   }
 
   // Chunks: sizes from the whole batch, ordered by the address of their first data byte.
-  const DeviceInfo& info = device_info(b.device);
+  const LaunchInfo& info = launch_info(b.device);
   std::vector<i64> sizes;
   i64 total = 0;
   for (const Impl::MoveInfo& m : b.moves) {
@@ -385,9 +384,7 @@ void Batch::upload(Stream stream) {
   if (!impl_) fail(MPI_ERR_ARG, "upload of a moved-from Batch");
   Impl& b = *impl_;
   if (b.dirty.empty()) return;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  FERRY_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  if (status != cudaStreamCaptureStatusNone)
+  if (capturing(stream))
     fail(MPI_ERR_ARG, "Batch pointers changed: upload them before capturing the launch (a captured "
                       "upload would restore these pointers at every replay)");
   auto* table = static_cast<std::uint64_t*>(b.table.get());
@@ -420,7 +417,7 @@ void Batch::launch(Stream stream, Event done) {
           table, reinterpret_cast<const GeneralMove*>(table + b.moves_at), chunks);
     check_launch(stream);
   }
-  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+  if (done) record(done, stream);
 }
 
 }  // namespace ferry::gpu
