@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -70,7 +71,9 @@ int env_int(const char* name, int fallback) {
 
 TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
   const int n = env_int("FERRY_PLAN_TYPES", 3000);
-  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 7777777;
+  const int seed0 = env_int("FERRY_SEED", 20261122);
+  std::printf("[plan] FERRY_SEED=%d FERRY_PLAN_TYPES=%d (rerun with both set)\n", seed0, n);
+  const std::uint64_t base = static_cast<std::uint64_t>(seed0) + 7777777;
   std::mt19937_64 rng(base);
   int general = 0, strided = 0;
   for (int i = 0; i < n; ++i) {
