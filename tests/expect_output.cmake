@@ -1,8 +1,8 @@
-cmake_minimum_required(VERSION 3.24)
 # cmake -DEXPECT_1=<regex> [-DEXPECT_2=<regex> ...] -P expect_output.cmake <program> [args...]
 # Runs the program; passes when it exits 0 AND its output (stdout and stderr) matches every regex.
 # CTest's PASS_REGULAR_EXPRESSION alone ignores the exit code, so a crash after the expected line
 # would pass.
+cmake_minimum_required(VERSION 3.24)
 set(cmd "")
 set(past_script FALSE)
 foreach(i RANGE 1 ${CMAKE_ARGC})

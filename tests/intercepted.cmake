@@ -1,9 +1,9 @@
-cmake_minimum_required(VERSION 3.24)
 # cmake -DLIBRARY=libferry-mpi.so -DNM=nm -DLIST=intercepted.txt -DTESTS=<tests folder>
 #       -P intercepted.cmake
 # Fails when the MPI_* functions the library exports differ from LIST, or when one of them is
 # called by no host suite, or (unless LIST marks it host-only) by no GPU suite. A call is the name
 # followed by "(" or, passed as a function pointer, by "," or ")", outside // comments and strings.
+cmake_minimum_required(VERSION 3.24)
 set(host_sources test_mpi_interposer.cpp test_mpi_collectives.cpp test_mpi_protocol.cpp
                  test_mpi_modes.cpp mpi_gtest_main.cpp mpi_plain.c)
 set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_collectives.cpp test_mpi_collectives.cpp
