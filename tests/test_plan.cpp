@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -89,10 +90,14 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
     i64 span = m.true_extent + (count - 1) * (m.extent < 0 ? -m.extent : m.extent) + 64;
     std::vector<char> mem(static_cast<std::size_t>(2 * span + 64));
     for (auto& c : mem) c = static_cast<char>(rng());
-    char* origin = mem.data() + span + 32 - m.true_lb;
+    // The origin may lie far outside `mem` (a type whose data sits at a huge displacement): its
+    // address is computed as an integer, since pointer arithmetic past the object is undefined.
+    const auto base_addr = reinterpret_cast<std::uintptr_t>(mem.data());
+    std::uintptr_t at = base_addr + static_cast<std::uintptr_t>(span + 32 - m.true_lb);
     // Align the origin to 16 so that the plan's own alignment decides the word size.
-    origin -= reinterpret_cast<std::uintptr_t>(origin) % 16;
-    if (origin + m.true_lb < mem.data()) origin += 16;
+    at -= at % 16;
+    if (at + static_cast<std::uintptr_t>(m.true_lb) < base_addr) at += 16;
+    char* origin = reinterpret_cast<char*>(at);
 
     ferry::detail::HostPlan hp = ferry::detail::build_plan(type, count);
     (hp.head.plan.npieces ? general : strided) += 1;
@@ -109,8 +114,8 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
                                << type.describe();
     }
     std::vector<char> out_want(mem.size(), char(0xA5)), out_got(mem.size(), char(0xA5));
-    char* ow = out_want.data() + (origin - mem.data());
-    char* og = out_got.data() + (origin - mem.data());
+    char* ow = reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(out_want.data()) + (at - base_addr));
+    char* og = reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(out_got.data()) + (at - base_addr));
     pos = 0;
     ferry::unpack(want.data(), size, &pos, ow, count, type);
     ferry::detail::emulate(hp, hp.head.max_lw, og, want.data(), false);
