@@ -1,20 +1,22 @@
 // GoogleTest main for tests that call MPI: MPI is initialized once around all tests, and only rank 0
 // prints results so mpiexec -n N output stays readable. Built with FERRY_GPU_TEST for GPU tests,
 // which exit 77 (skipped) where no GPU is usable.
+//
+// Exit code, agreed by all ranks: 1 when any test failed on any rank; else 77 (CTest: skipped,
+// SKIP_RETURN_CODE) when any test skipped on any rank, because GTEST_SKIP alone exits 0 and a
+// suite that skipped its work would read as passed; else 0.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #ifdef FERRY_GPU_TEST
 #include <ferry/gpu.hpp>
-
-#include <cstdio>
 #endif
 
 int main(int argc, char** argv) {
 #ifdef FERRY_GPU_TEST
-  // CTest reports exit code 77 as skipped (SKIP_RETURN_CODE).
   if (!ferry::gpu::available()) {
     std::printf("no usable GPU: skipped\n");
     return 77;
@@ -33,9 +35,22 @@ int main(int argc, char** argv) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
-  int rc = RUN_ALL_TESTS();
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int rc = RUN_ALL_TESTS();
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  int mine[2] = {rc != 0 ? 1 : 0, unit->skipped_test_count()};
+  int any[2] = {0, 0};
+  MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any[0] == 0 && mine[1] > 0) {  // every rank that skipped names what it skipped
+    for (int s = 0; s < unit->total_test_suite_count(); ++s) {
+      const auto* suite = unit->GetTestSuite(s);
+      for (int t = 0; t < suite->total_test_count(); ++t) {
+        const auto* info = suite->GetTestInfo(t);
+        if (info->result()->Skipped())
+          std::printf("rank %d skipped %s.%s\n", rank, suite->name(), info->name());
+      }
+    }
+  }
   MPI_Finalize();
-  return any;
+  if (any[0] != 0) return 1;
+  return any[1] > 0 ? 77 : 0;
 }

@@ -107,7 +107,9 @@ Buffers* GpuPack::buf = nullptr;
 // unpacks back; each against the CPU engine.
 TEST_F(GpuPack, RandomTypesMatchTheCpuEngine) {
   const int n = env_int("FERRY_GPU_TYPES", 2000);
-  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 555;
+  const int seed0 = env_int("FERRY_SEED", 20261122);
+  std::printf("[gpu pack] FERRY_SEED=%d FERRY_GPU_TYPES=%d (rerun with both set)\n", seed0, n);
+  const std::uint64_t base = static_cast<std::uint64_t>(seed0) + 555;
   std::mt19937_64 rng(base);
   int mpi_agrees = 0, mpi_deviates = 0;
   for (int i = 0; i < n; ++i) {
@@ -174,7 +176,9 @@ TEST_F(GpuPack, RandomTypesMatchTheCpuEngine) {
 // Groups of random types packed by one launch each, then unpacked by one launch.
 TEST_F(GpuPack, BatchesMatchTheCpuEngine) {
   const int groups = env_int("FERRY_GPU_BATCHES", 100);
-  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 99999;
+  const int seed0 = env_int("FERRY_SEED", 20261122);
+  std::printf("[gpu pack] FERRY_SEED=%d FERRY_GPU_BATCHES=%d (rerun with both set)\n", seed0, groups);
+  const std::uint64_t base = static_cast<std::uint64_t>(seed0) + 99999;
   std::mt19937_64 rng(base);
   constexpr int kJobs = 8;
   for (int g = 0; g < groups; ++g) {

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -98,7 +99,25 @@ struct Case {
   std::function<int(bool pmpi, void* send, void* recv)> blocking;
   // The non-blocking form, through the interposer.
   std::function<int(void* send, void* recv, MPI_Request* request)> start;
+  // False where the MPI's own non-blocking form is known wrong (nothing to compare with).
+  bool nonblocking = true;
+  // Why the MPI's own result is known wrong for every form; empty where it is right.
+  std::string mpi_wrong;
 };
+
+// MPICH (4.0.2, Debian 12's) gets two of these calls wrong by itself, straight through PMPI_*:
+// MPI_Ialltoallw in place (its blocking form is right), and MPI_Neighbor_alltoallw on the
+// distributed graph with per-neighbour derived types (the data differ from run to run). Those are
+// not compared there (mpich(), Case::nonblocking, Case::mpi_wrong).
+bool mpich() {
+  static const bool is = [] {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    return std::string(v, static_cast<std::size_t>(len)).find("MPICH") != std::string::npos;
+  }();
+  return is;
+}
 
 // Sets both forms from one argument list, `args(fn, send, recv, request...)`.
 template <class Args, class Blocking, class NonBlocking>
@@ -171,6 +190,10 @@ void compare(const Case& c, const std::string& where, const Placed& b,
 // at once completed by MPI_Waitall), the buffers in `sm` and `rm`, against the blocking call
 // straight to the MPI on host buffers. Failures are EXPECTs: every rank goes on to the next call.
 void check(const Case& c, Memory& sm, Memory& rm, const std::string& memories = "") {
+  if (!c.mpi_wrong.empty()) {
+    if (place(MPI_COMM_WORLD).me == 0) std::printf("not compared: %s: %s\n", c.name.c_str(), c.mpi_wrong.c_str());
+    return;
+  }
   std::vector<int> want_send = c.send, want = c.recv;
   want_send.push_back(0);  // never empty: a valid pointer
   want.push_back(0);
@@ -182,6 +205,7 @@ void check(const Case& c, Memory& sm, Memory& rm, const std::string& memories = 
     EXPECT_EQ(c.blocking(false, b.s, b.r), MPI_SUCCESS) << c.name << memories;
     compare(c, c.name + " blocking" + memories, b, want);
   }
+  if (!c.nonblocking) return;
   for (std::size_t copies : {1, 2}) {
     const std::string where = c.name + (copies == 1 ? " MPI_Wait" : " MPI_Waitall") + memories;
     std::vector<std::unique_ptr<Placed>> b;
@@ -734,6 +758,9 @@ std::vector<Case> alltoallw_cases(const char* name, Fn mpi, Fn pmpi, Ifn impi,
     if (!ip) c.send = initial(send.ints, true);
     c.recv = initial(recv.ints, false);
     c.receives = s.t.receives(ip, recv.counts);
+    c.nonblocking = !(ip && mpich());
+    if (mpich() && s.t.name == "distributed graph" && (s.S.type != MPI_INT || s.R.type != MPI_INT))
+      c.mpi_wrong = "MPICH's own MPI_Neighbor_alltoallw delivers varying data here";
     forms(c, mpi, pmpi, impi, [=](auto fn, void* sb, void* rb, auto... q) {
       if (ip)
         return fn(MPI_IN_PLACE, nullptr, nullptr, nullptr, rb, recv.counts.data(), rd.data(),

@@ -95,6 +95,16 @@ def verdict(ok):
     return "n/a" if ok is None else ("**yes**" if ok else "no")
 
 
+def between_gpus(run, ok):
+    """The device goals name two GPUs: a run whose ranks share one (or do not say) measures
+    another configuration, and cannot meet or miss them."""
+    if run is None or ok is None:
+        return verdict(None)
+    if run.get("ranks_same_gpu") is not False:
+        return "n/a (ranks share a GPU; the goal is between GPUs)"
+    return verdict(ok)
+
+
 def goals_table(runs):
     rows = []
     # Ferry's numbers come from a run with the interposer; the baseline preferably from one without.
@@ -106,19 +116,19 @@ def goals_table(runs):
     rows.append(("device→device bandwidth, 64 MiB", f"≥ {GOAL_BW_GBPS:.0f} GB/s",
                  fmt(ferry_bw, 1, " GB/s"), fmt(base_bw, 1, " GB/s"),
                  fmt(ferry_bw / base_bw if f and b else None, 2, "×"),
-                 verdict(None if f is None else ferry_bw >= GOAL_BW_GBPS), src(fr, br)))
+                 between_gpus(fr, None if f is None else ferry_bw >= GOAL_BW_GBPS), src(fr, br)))
     # 2. 8 B one-way, device buffers.
     fr, f = find(runs, "device", 8, preload=True)
     br, b = find(runs, "staged", 8, preload=False)
     rows.append(("8 B one-way, device buffers", f"≤ {GOAL_8B_US:g} µs",
                  lat(f), lat(b), speedup(f, b),
-                 verdict(None if f is None else f["oneway_us_median"] <= GOAL_8B_US), src(fr, br)))
+                 between_gpus(fr, None if f is None else f["oneway_us_median"] <= GOAL_8B_US), src(fr, br)))
     # 3. The -X halo face.
     fr, f = find(runs, "face", preload=True)
     br, b = find(runs, "face_staged", preload=False)
     rows.append(("-X halo face one-way (1.5 MiB)", f"≤ {GOAL_FACE_US:g} µs",
                  lat(f), lat(b), speedup(f, b),
-                 verdict(None if f is None else f["oneway_us_median"] <= GOAL_FACE_US), src(fr, br)))
+                 between_gpus(fr, None if f is None else f["oneway_us_median"] <= GOAL_FACE_US), src(fr, br)))
     # 4. Host latency added by the interposer: the two host runs.
     fr = next((r for r in runs if r["preload"] and record(r, "host", 8)), None)
     br = next((r for r in runs if not r["preload"] and record(r, "host", 8)), None)
@@ -234,6 +244,8 @@ def plot(runs, path):
     date = next((r.get("date") for r in runs if r.get("date")), "")
     same = next((r.get("ranks_same_gpu") for r in runs if r.get("ranks_same_gpu") is not None), None)
     where = "" if same is None else (", both ranks on one GPU" if same else ", one GPU per rank")
+    mps = {mps_word(r) for r in runs}
+    where += f", MPS {mps.pop()}" if len(mps) == 1 else ", MPS " + "/".join(sorted(mps))
     ax_l.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="one-way latency (µs, median)",
              title=f"Ping-pong latency, {dev}{where}")
     ax_b.set(xscale="log", yscale="log", xlabel="message size (B)", ylabel="GB/s (size / one-way time)",
@@ -246,6 +258,12 @@ def plot(runs, path):
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
 
+
+
+def mps_word(run):
+    """Whether CUDA MPS served the run's ranks (bench_pingpong's "mps"; older files lack it)."""
+    m = run.get("mps")
+    return "on" if m is True else "off" if m is False else "unknown"
 
 
 def main():
@@ -268,7 +286,7 @@ def main():
     for run in runs:
         skipped = ", ".join(f"{s['mode']} ({s['reason']})" for s in run["skipped"])
         print(f"run {run['label']}: {os.path.basename(run['file'])}, interposer {'loaded' if run['preload'] else 'not loaded'}, "
-              f"{run.get('device_name', '?')}, {run.get('mpi', '')}, {run.get('date', '')}"
+              f"{run.get('device_name', '?')}, MPS {mps_word(run)}, {run.get('mpi', '')}, {run.get('date', '')}"
               + (f"; skipped: {skipped}" if skipped else ""))
     print()
     if args.full:

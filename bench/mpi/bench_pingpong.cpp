@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "../mps.hpp"
 #include "pingpong_kernels.hpp"
 
 namespace {
@@ -191,6 +192,7 @@ struct Env {
   std::string device_name = "none";
   std::string gpu_id;        // host name + GPU UUID
   int same_gpu = -1;         // -1: no GPU
+  ferry_bench::Mps mps;      // CUDA MPS on (both ranks), off, or unknown
   std::string mpi_version;
   std::string hostname;
   std::string date;
@@ -288,6 +290,7 @@ void setup_env() {
                           static_cast<unsigned char>(prop.uuid.bytes[i]));
     env.gpu_id = env.hostname + "/" + uuid;
     CK(cudaFree(nullptr));  // create the context now, not inside the first timed call
+    env.mps = ferry_bench::mps_state(env.device);
     env.gpu = true;
   }
 
@@ -305,6 +308,9 @@ void setup_env() {
     std::vector<char> gathered(160 * 2, 0);
     MPI_Allgather(mine_id, 160, MPI_CHAR, gathered.data(), 160, MPI_CHAR, comm);
     env.same_gpu = std::strncmp(gathered.data(), gathered.data() + 160, 160) == 0 ? 1 : 0;
+    int mps[2] = {env.mps.on, -env.mps.on}, agreed[2] = {0, 0};  // on only if on for both
+    MPI_Allreduce(mps, agreed, 2, MPI_INT, MPI_MIN, comm);
+    if (agreed[0] != -agreed[1]) env.mps.on = -1;  // the ranks disagree: not known
   }
 }
 
@@ -683,7 +689,9 @@ void write_json(const Options& o) {
   if (!f) fail("cannot write %s", o.json.c_str());
   const char* same = env.same_gpu < 0 ? "null" : env.same_gpu ? "true" : "false";
   const std::string pre = env.preload ? "true" : "false";
-  std::fprintf(f, "{\n  \"benchmark\": \"bench_pingpong\",\n  \"preload\": %s,\n  \"preload_detected_by\": \"%s\",\n"
+  std::fprintf(f, "{\n  \"benchmark\": \"bench_pingpong\",\n  \"mps\": %s,\n  \"mps_detected_by\": \"%s\",\n",
+               env.mps.json(), env.mps.detected_by.c_str());
+  std::fprintf(f, "  \"preload\": %s,\n  \"preload_detected_by\": \"%s\",\n"
                   "  \"preload_library\": \"%s\",\n  \"device_name\": \"%s\",\n  \"ranks_same_gpu\": %s,\n"
                   "  \"date\": \"%s\",\n  \"host\": \"%s\",\n  \"mpi\": \"%s\",\n  \"quick\": %s,\n  \"host_peer\": %s,\n"
                   "  \"records\": [\n",
@@ -694,10 +702,11 @@ void write_json(const Options& o) {
     const Record& r = records[i];
     std::fprintf(f, "    {\"mode\": \"%s\", \"bytes\": %lld, \"oneway_us_median\": %.4f, \"oneway_us_min\": %.4f, "
                     "\"gbps\": %.6g, \"reps\": %d, \"preload\": %s, \"device_name\": \"%s\", \"date\": \"%s\", "
-                    "\"ranks_same_gpu\": %s}%s\n",
+                    "\"ranks_same_gpu\": %s, \"mps\": %s}%s\n",
                  r.mode.c_str(), static_cast<long long>(r.bytes), r.median_s * 1e6, r.min_s * 1e6,
                  static_cast<double>(r.bytes) / r.median_s / 1e9, r.reps, pre.c_str(),
-                 esc(env.device_name).c_str(), env.date.c_str(), same, i + 1 < records.size() ? "," : "");
+                 esc(env.device_name).c_str(), env.date.c_str(), same, env.mps.json(),
+                 i + 1 < records.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"skipped\": [\n");
   for (std::size_t i = 0; i < skipped.size(); ++i)
@@ -738,10 +747,11 @@ int main(int argc, char** argv) {
   }
   setup_env();
   if (rank == 0) {
-    std::printf("bench_pingpong: %s, interposer %s%s%s, GPU %s%s\n", env.mpi_version.c_str(),
+    std::printf("bench_pingpong: %s, interposer %s%s%s, GPU %s%s, CUDA MPS %s (%s)\n", env.mpi_version.c_str(),
                 env.preload ? "loaded (" : "not loaded", env.preload ? env.preload_how.c_str() : "",
                 env.preload ? ")" : "", env.device_name.c_str(),
-                env.same_gpu == 1 ? " (both ranks on the same GPU)" : env.same_gpu == 0 ? " (one GPU per rank)" : "");
+                env.same_gpu == 1 ? " (both ranks on the same GPU)" : env.same_gpu == 0 ? " (one GPU per rank)" : "",
+                env.mps.word(), env.mps.detected_by.c_str());
     if (o.host_peer) std::printf("rank 1 echoes the byte modes from host memory (--host-peer)\n");
     print_header();
     std::fflush(stdout);

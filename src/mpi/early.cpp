@@ -6,7 +6,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <map>
+#include <type_traits>
 #include <vector>
 
 #include "mpi/ipc.hpp"
@@ -56,26 +57,44 @@ class Store {
       }
     return false;
   }
-  // Ferry message handles: the address of a Message handed to the application.
+  // Ferry message handles, handed to the application. MPI_Message is a pointer in Open MPI: the
+  // handle is the Message's address, which no MPI object has. It is an int in MPICH: the handle
+  // is a number below 2^26, which MPICH never gives out (each of its handles, the null ones too,
+  // carries a nonzero object kind in bits 26-29).
   MPI_Message hand_out(std::unique_ptr<Message> m) {
     std::lock_guard lock(mutex_);
-    Message* raw = m.release();
-    handles_.insert(raw);
+    const MPI_Message h = new_handle<MPI_Message>(m.get());
+    handles_.emplace(h, std::move(m));
     hot::early.fetch_add(1);
-    return reinterpret_cast<MPI_Message>(raw);
+    return h;
   }
   std::unique_ptr<Message> redeem(MPI_Message h) {
     std::lock_guard lock(mutex_);
-    auto* raw = reinterpret_cast<Message*>(h);
-    if (!handles_.erase(raw)) return nullptr;
+    auto it = handles_.find(h);
+    if (it == handles_.end()) return nullptr;
+    auto m = std::move(it->second);
+    handles_.erase(it);
     hot::early.fetch_sub(1);
-    return std::unique_ptr<Message>(raw);
+    return m;
   }
 
  private:
   std::mutex mutex_;
   std::deque<std::unique_ptr<Message>> queue_;
-  std::set<Message*> handles_;
+  std::map<MPI_Message, std::unique_ptr<Message>> handles_;
+  unsigned next_ = 0;
+
+  template <class Handle>
+  Handle new_handle(Message* m) {
+    if constexpr (std::is_pointer_v<Handle>) {
+      return reinterpret_cast<Handle>(m);
+    } else {
+      constexpr unsigned kIds = 1u << 26;
+      do next_ = next_ % (kIds - 1) + 1;  // 1 .. 2^26 - 1, skipping those still out
+      while (handles_.count(static_cast<Handle>(next_)));
+      return static_cast<Handle>(next_);
+    }
+  }
 };
 Store& store() {
   static auto* s = new Store();
