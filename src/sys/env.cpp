@@ -29,4 +29,26 @@ int gpu_threads() {
   return v;
 }
 
+double halo_timeout() {
+  static const double v = [] {
+    const char* e = std::getenv("FERRY_HALO_TIMEOUT");
+    if (e == nullptr || *e == '\0') return 0.0;
+    char* end = nullptr;
+    const double x = std::strtod(e, &end);
+    return end && *end == '\0' && x > 0 ? x : 0.0;
+  }();
+  return v;
+}
+bool halo_verbose() {
+  static const bool v = read("FERRY_HALO_VERBOSE", 0) != 0;
+  return v;
+}
+const char* halo_method() {
+  static const char* v = [] {
+    const char* e = std::getenv("FERRY_HALO_METHOD");
+    return e ? e : "";
+  }();
+  return v;
+}
+
 }  // namespace ferry::detail::env
