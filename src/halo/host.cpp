@@ -48,7 +48,6 @@ class HostBackend final : public Backend {
   void progress_loop();
 
   Plan::Impl& p_;
-  std::uint64_t seq_ = 0;
   std::unique_ptr<SharedWindow> window_;
   std::vector<std::vector<char>> buffers_;
   std::vector<End> out_, in_;
@@ -82,7 +81,10 @@ HostBackend::HostBackend(Plan::Impl& p) : p_(p) {
       offsets.push_back(seg);
       seg += 2 * kLine + (m.bytes + kLine - 1) / kLine * kLine;
     }
-  window_ = std::make_unique<SharedWindow>(p.comm, d.node_of_rank[d.rank], seg);
+  // Every buffer starts free: its `freed` flag is 1 before any sender can look.
+  window_ = std::make_unique<SharedWindow>(p.comm, d.node_of_rank[d.rank], seg, [&](char* mine) {
+    for (long long off : offsets) flag_store(reinterpret_cast<std::uint64_t*>(mine + off + kLine), 1);
+  });
   std::vector<long long> remote;
   for (const Message& m : p.sends)
     if (m.method == Method::ipc) remote.push_back(0);
@@ -169,10 +171,13 @@ void HostBackend::unpack_part(const Message& m, const Part& part, const char* bu
 
 bool HostBackend::try_put(End& e) {
   if (e.done) return true;
-  // "Buffer free": the receiver has unpacked the previous exchange.
-  if (flag_load(e.freed) + 1 < seq_) return false;
+  // "Buffer free": the receiver has unpacked the previous exchange. Taking the token (1 -> 0) and
+  // handing over "data ready" (0 -> 1) keep one value each, as the GPU's graph-captured flag
+  // operations must (device.cpp): only the sender clears `freed` and sets `ready`.
+  if (flag_load(e.freed) != 1) return false;
+  flag_store(e.freed, 0);
   for (const Part& part : e.msg->parts) pack_part(*e.msg, part, e.buf);
-  flag_store(e.ready, seq_);  // "data ready"
+  flag_store(e.ready, 1);
   e.done = true;
   return true;
 }
@@ -205,12 +210,13 @@ bool HostBackend::progress() {
   for (End& e : in_) {
     if (e.done) continue;
     if (e.msg->method == Method::ipc) {
-      if (flag_load(e.ready) < seq_) {
+      if (flag_load(e.ready) != 1) {
         all = false;
         continue;
       }
+      flag_store(e.ready, 0);
       for (const Part& part : e.msg->parts) unpack_part(*e.msg, part, e.buf);
-      flag_store(e.freed, seq_);
+      flag_store(e.freed, 1);
       e.done = true;
       continue;
     }
@@ -234,7 +240,6 @@ bool HostBackend::progress() {
 
 void HostBackend::start(gpu::Stream) {
   std::unique_lock<std::mutex> lk(mu_);
-  ++seq_;
   for (End& e : in_) {
     e.done = false;
     if (!e.reqs.empty()) {

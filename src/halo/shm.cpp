@@ -7,7 +7,8 @@
 
 namespace ferry::halo::detail {
 
-SharedWindow::SharedWindow(MPI_Comm comm, int node, std::int64_t bytes) {
+SharedWindow::SharedWindow(MPI_Comm comm, int node, std::int64_t bytes,
+                           const std::function<void(char*)>& init) {
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -22,6 +23,7 @@ SharedWindow::SharedWindow(MPI_Comm comm, int node, std::int64_t bytes) {
   }
   mine_ = static_cast<char*>(base);
   if (bytes > 0) std::memset(mine_, 0, static_cast<std::size_t>(bytes));
+  init(mine_);
   MPI_Group world, local;
   MPI_Comm_group(comm, &world);
   MPI_Comm_group(node_comm_, &local);
@@ -31,7 +33,7 @@ SharedWindow::SharedWindow(MPI_Comm comm, int node, std::int64_t bytes) {
   MPI_Group_translate_ranks(world, size, all.data(), local, node_rank_.data());
   MPI_Group_free(&world);
   MPI_Group_free(&local);
-  // Everyone's segment is zeroed before anyone reads a flag in it.
+  // Everyone's segment is ready before anyone reads a flag in it.
   MPI_Barrier(node_comm_);
 }
 

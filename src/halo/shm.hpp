@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace ferry::halo::detail {
@@ -14,8 +15,9 @@ class SharedWindow {
  public:
   SharedWindow() = default;
   // Collective over `comm`; `node` is this rank's node (ranks with the same value share memory).
-  // Each rank contributes a zeroed segment of `bytes`.
-  SharedWindow(MPI_Comm comm, int node, std::int64_t bytes);
+  // Each rank contributes a segment of `bytes`, zeroed and then given to `init` before any rank
+  // returns.
+  SharedWindow(MPI_Comm comm, int node, std::int64_t bytes, const std::function<void(char*)>& init);
   ~SharedWindow();
   SharedWindow(const SharedWindow&) = delete;
   SharedWindow& operator=(const SharedWindow&) = delete;
