@@ -141,7 +141,7 @@ TEST(HaloErrors, DomainArguments) {
   if (size_of() > 1) expect_error([&] { fh::Domain::create(MPI_COMM_WORLD, {9, 4, 4}, o); }, MPI_ERR_ARG, "owns more cells");
   fh::DomainOptions many;
   many.subdomains = 30;
-  expect_error([&] { fh::Domain::create(MPI_COMM_WORLD, {2, 2, 2}, many); }, MPI_ERR_ARG, "cannot split");
+  expect_error([&] { fh::Domain::create(MPI_COMM_WORLD, {2, 2, 2}, many); }, MPI_ERR_ARG, "ferry::place");
   fh::DomainOptions bad;
   bad.subdomains = last_rank() ? 0 : 1;
   expect_error([&] { fh::Domain::create(MPI_COMM_WORLD, {8, 8, 8}, bad); }, MPI_ERR_ARG, "0 subdomains");

@@ -58,30 +58,6 @@ Index3 Domain::Impl::min_extent() const {
 
 namespace detail {
 
-Index3 prime_split(const Index3& extent, int parts) {
-  std::vector<int> factors;
-  for (int n = parts, p = 2; n > 1;) {
-    if (n % p == 0) factors.push_back(p), n /= p;
-    else p = p * p > n ? n : p + 1;
-  }
-  std::sort(factors.rbegin(), factors.rend());
-  Index3 dims{1, 1, 1};
-  for (int p : factors) {
-    int best = -1;
-    for (int a = 0; a < 3; ++a) {
-      if (dims[a] * p > extent[a]) continue;
-      // Longest per piece; on a tie the lower axis (x first, as in fig. 4.3).
-      if (best < 0 || extent[a] * dims[best] > extent[best] * dims[a]) best = a;
-    }
-    if (best < 0)
-      fail(MPI_ERR_ARG, "halo: cannot split " + std::to_string(extent[0]) + " x " +
-                            std::to_string(extent[1]) + " x " + std::to_string(extent[2]) +
-                            " points into " + std::to_string(parts) + " subdomains by prime factors");
-    dims[best] *= p;
-  }
-  return dims;
-}
-
 std::vector<i64> even_cuts(i64 n, i64 p) {
   std::vector<i64> c(static_cast<std::size_t>(p + 1));
   for (i64 k = 0; k <= p; ++k) c[k] = k * (n / p) + std::min(k, n % p);

@@ -53,9 +53,6 @@ struct Domain::Impl {
 
 namespace detail {
 
-// Prime-factor splits of §4.3: `parts` pieces of `extent`, each factor (largest first) cutting the
-// axis that is longest per piece so far. Throws MPI_ERR_ARG when the points cannot be split so.
-Index3 prime_split(const Index3& extent, int parts);
 // Boundaries of n points in p near-equal parts (the first n % p parts one point longer).
 std::vector<i64> even_cuts(i64 n, i64 p);
 

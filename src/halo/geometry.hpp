@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,12 +39,14 @@ inline Box send_box(const Widths& w, Dir d, const Index3& ns) {
 }
 
 // Axes of a field from the smallest stride to the largest: the packed order of its regions, so the
-// innermost loop of a pack walks the contiguous axis.
+// innermost loop of a pack walks the contiguous axis. Equal strides happen only beside an axis of
+// one point, which goes inside (it is then the nesting the strides describe); then the lower axis.
 inline std::array<int, 3> axis_order(const Field& f) {
   std::array<int, 3> o{0, 1, 2};
+  auto key = [&](int a) { return std::make_tuple(f.strides[a], f.alloc[a], a); };
   for (int i = 0; i < 3; ++i)
     for (int j = i + 1; j < 3; ++j)
-      if (f.strides[o[j]] < f.strides[o[i]]) std::swap(o[i], o[j]);
+      if (key(o[j]) < key(o[i])) std::swap(o[i], o[j]);
   return o;
 }
 

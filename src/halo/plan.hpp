@@ -6,6 +6,7 @@
 #include <ferry/halo.hpp>
 #include <ferry/type.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -76,6 +77,7 @@ struct Plan::Impl {
   Options opt;
   bool device = false;  // the fields are GPU memory
   std::vector<std::vector<Field>> fields;
+  std::vector<std::array<int, 3>> order;  // per field: the packed order of its regions (axes)
   int parity = 0;       // 1 after an odd number of swaps: data_next is current
   std::vector<detail::Message> sends, recvs;  // in the order they are started
   std::vector<detail::Copy> copies;           // likewise

@@ -50,7 +50,6 @@ std::uint64_t signature(const std::vector<Field>& fs) {
     h.add(static_cast<std::uint64_t>(f.elem_bytes));
     for (const auto& t : f.widths.t_)
       for (int w : t) h.add(static_cast<std::uint64_t>(w));
-    for (int a : axis_order(f)) h.add(static_cast<std::uint64_t>(a));
   }
   return h.h;
 }
@@ -68,7 +67,7 @@ std::string check_fields(const Plan::Impl& p, bool* device) {
     const std::string where = "subdomain " + std::to_string(s) + ", ";
     if (fs.empty()) return where + "no fields";
     if (fs.size() != p.fields[0].size() || signature(fs) != signature(p.fields[0]))
-      return where + "its fields differ from subdomain 0's (count, element size, widths or axis order)";
+      return where + "its fields differ from subdomain 0's (count, element size or widths)";
     for (std::size_t f = 0; f < fs.size(); ++f) {
       std::string e = check_field(fs[f], static_cast<int>(f), d.local[s].extent);
       if (!e.empty()) return where + e;
@@ -134,7 +133,7 @@ Piece make_piece(const Plan::Impl& p, int cell, int field, const Box& box) {
   pc.sub = d.cells[cell].local;
   pc.field = field;
   const Field& f = p.fields[pc.sub][field];
-  pc.type = box_type(f, box, axis_order(f));
+  pc.type = box_type(f, box, p.order[field]);
   pc.bytes = box.points() * f.elem_bytes;
   return pc;
 }
@@ -151,7 +150,7 @@ Message lay_out(const Plan::Impl& p, std::vector<Region> regions, int peer, Meth
   msg.peer = peer;
   msg.method = m;
   for (const Region& r : regions) {
-    const int outer = axis_order(p.fields[0][r.field])[2];
+    const int outer = p.order[r.field][2];
     const i64 elem = p.fields[0][r.field].elem_bytes;
     const i64 plane = r.dst.points() / r.dst.extent[outer];
     const auto cuts = mpi ? slabs(r.dst.extent[outer], plane, limit / elem) : slabs(r.dst.extent[outer], 1, 0);
@@ -211,7 +210,15 @@ void build(Plan::Impl& p) {
   h.add(signature(p.fields[0])).add(p.device).add(p.fields[0][0].data_next != nullptr);
   const Method forced = forced_method(p.opt);
   h.add(static_cast<std::uint64_t>(forced)).add(static_cast<std::uint64_t>(p.opt.split_bytes));
-  agree(p.comm, same_everywhere(p.comm, h.h) ? "" : "halo: the fields (count, element sizes, widths, axis order, memory kind, swap arrays) or the options (method, split_bytes) differ between ranks", MPI_ERR_ARG);
+  agree(p.comm, same_everywhere(p.comm, h.h) ? "" : "halo: the fields (count, element sizes, widths, memory kind, swap arrays) or the options (method, split_bytes) differ between ranks", MPI_ERR_ARG);
+  // Both ends of a region must pack it in one order: rank 0's first subdomain decides it per field
+  // (its contiguous axis innermost), and a rank whose arrays are laid out otherwise still packs
+  // correctly, with a longer stride inside.
+  std::vector<int> axes;
+  for (const Field& f : p.fields[0])
+    for (int a : axis_order(f)) axes.push_back(a);
+  MPI_Bcast(axes.data(), static_cast<int>(axes.size()), MPI_INT, 0, p.comm);
+  for (std::size_t f = 0; f < p.fields[0].size(); ++f) p.order.push_back({axes[3 * f], axes[3 * f + 1], axes[3 * f + 2]});
 
   // Regions by transport: copies inside the process, messages per peer rank.
   std::map<int, std::vector<Region>> out, in;
@@ -225,8 +232,8 @@ void build(Plan::Impl& p) {
       c.method = forced == Method::peer || s.device != t.device ? Method::peer : Method::local;
       c.src_sub = s.local, c.dst_sub = t.local, c.field = r.field, c.bytes = r.bytes;
       const Field& fs = p.fields[s.local][r.field];
-      c.src = box_type(fs, r.src, axis_order(fs));
-      c.dst = box_type(p.fields[t.local][r.field], r.dst, axis_order(fs));
+      c.src = box_type(fs, r.src, p.order[r.field]);
+      c.dst = box_type(p.fields[t.local][r.field], r.dst, p.order[r.field]);
       p.copies.push_back(std::move(c));
       continue;
     }
@@ -245,7 +252,7 @@ void build(Plan::Impl& p) {
   };
   auto block = [&](const std::vector<Region>& rs) {  // the typical contiguous run: x rows
     const Region& r = rs.front();
-    return r.src.extent[axis_order(p.fields[0][r.field])[0]] * p.fields[0][r.field].elem_bytes;
+    return r.src.extent[p.order[r.field][0]] * p.fields[0][r.field].elem_bytes;
   };
   std::vector<long long> mine, theirs(2 * in.size());
   std::vector<MPI_Request> reqs;
