@@ -1,5 +1,9 @@
 // ferry-demo: commits a few datatypes real programs use, prints what Ferry made of them, packs
 // them and checks the bytes against the system MPI's own MPI_Pack.
+//
+//   ferry-demo                   the demo (under mpiexec or alone)
+//   ferry-demo --knobs           every FERRY_* environment knob and its effective value
+//   ferry-demo --knobs-markdown  the README's knob table, generated from the knob registry
 #include <ferry/ferry.h>
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
@@ -10,7 +14,10 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
+
+#include "sys/env.hpp"  // the knob registry (an internal header: this is Ferry's own tool)
 
 #ifdef FERRY_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -99,6 +106,19 @@ bool run(const Example& ex) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The knob listings need no MPI (the README check runs them outside mpiexec).
+  if (argc == 2 && std::string(argv[1]) == "--knobs-markdown") {
+    std::fputs(ferry::detail::env::markdown_table().c_str(), stdout);
+    return 0;
+  }
+  if (argc == 2 && std::string(argv[1]) == "--knobs") {
+    std::fputs(ferry::detail::env::settings_text("").c_str(), stdout);
+    return 0;
+  }
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: ferry-demo [--knobs | --knobs-markdown]\n");
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   if (ferry::gpu::available())
     std::printf("Ferry demo: CPU engine and GPU engine\n\n");

@@ -20,6 +20,7 @@
 // --validate: messages of held-out sizes (3 and 5 times powers of two, and the -X halo face)
 // are sent with every method; the model's pick must be the fastest within 5 % in at least 90 %
 // of cases.
+#include <ferry/ferry_mpi.h>
 #include <ferry/gpu.hpp>
 #include <ferry/model.hpp>
 #include <ferry/registry.hpp>
@@ -38,9 +39,6 @@
 #include <ctime>
 #include <string>
 #include <vector>
-
-extern "C" int ferry_mpi_force_method(const char* name);
-extern "C" int ferry_mpi_force_pack(const char* name);
 
 namespace {
 

@@ -2,6 +2,7 @@
 // (2 per GPU on 2 GPUs). Errors come back as return codes.
 #pragma once
 
+#include <ferry/ferry_mpi.h>
 #include <mpi.h>
 
 inline MPI_Comm pair_comm() {
@@ -22,9 +23,6 @@ inline int pair_rank() {
   MPI_Comm_rank(pair_comm(), &r);
   return r;
 }
-
-// Requests the interposer is still finishing (libferry-mpi's ferry_mpi_pending).
-extern "C" long ferry_mpi_pending(void);
 
 // Lets the interposer finish what it still holds (requests the application freed while active
 // complete in the calls that follow): calls into it until nothing is pending, at most a million

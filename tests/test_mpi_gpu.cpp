@@ -175,9 +175,6 @@ TEST_F(MpiGpu, SmallMessagesAndTheDefaultStream) {
   cudaFree(dev);
 }
 
-extern "C" const char* ferry_mpi_locality(int peer, int device);
-extern "C" long ferry_mpi_ipc_sent(void);
-
 // After an IPC message each way, each rank knows on which GPU the other works: the model's
 // locality is same_gpu when both use one GPU (by UUID), other_gpu when they use two.
 TEST_F(MpiGpu, LocalityLearnedFromIpc) {
@@ -412,11 +409,6 @@ TEST_F(MpiGpu, PackDeviceBuffer) {
   MPI_Type_free(&t);
 }
 
-}  // namespace
-
-extern "C" long ferry_mpi_ipc_received(void);
-
-namespace {
 
 // Same-node IPC: large device messages go GPU to GPU. Data inside a sub-allocated pool (the
 // handle is of the enclosing allocation, with an offset), a non-contiguous type (packed into a
@@ -802,11 +794,6 @@ TEST_F(MpiGpu, ThreadsAndCancel) {
   MPI_Barrier(pair_comm());
 }
 
-}  // namespace
-
-extern "C" long ferry_mpi_pipelined_sent(void);
-
-namespace {
 
 // Large messages, contiguous and strided, received with another type into device and host
 // memory. Under FERRY_IPC_MIN=<huge> (the test_mpi_gpu_pipelined registration) IPC is never

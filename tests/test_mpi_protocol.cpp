@@ -3,6 +3,7 @@
 // (blocking and non-blocking) of host buffers take the pipelined method, so matching, wildcards, probes of every kind,
 // truncation, different send and receive types, and progress while the receiver blocks elsewhere
 // are checked in CI. Pairs of ranks (0-1, 2-3) exchange.
+#include <ferry/ferry_mpi.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,8 +13,6 @@
 #include <cstdlib>
 #include <thread>
 #include <vector>
-
-extern "C" long ferry_mpi_pipelined_sent(void);
 
 namespace {
 

@@ -177,7 +177,7 @@ Message lay_out(const Plan::Impl& p, std::vector<Region> regions, int peer, Meth
 
 Method forced_method(const Options& o) {
   if (o.method) return *o.method;
-  const std::string e = ferry::detail::env::halo_method();
+  const std::string& e = ferry::detail::env::halo_method();
   if (e.empty()) return static_cast<Method>(255);
   if (auto m = method_named(e)) return *m;
   fail(MPI_ERR_ARG, "halo: FERRY_HALO_METHOD=" + e + " is not local, peer, ipc, staged, pipelined or mpi");

@@ -1,7 +1,6 @@
 #include <ferry/model.hpp>
 
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "sys/env.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::model {
@@ -325,24 +325,16 @@ void Model::save(const std::string& path) const {
 }
 
 std::string Model::default_path() {
-  std::string dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir = x;
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = std::string(h) + "/.cache";
-  } else {
-    return "";
-  }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return dir + "/ferry/model-" + host + ".json";
+  const std::string dir = detail::env::cache_dir();
+  if (dir.empty()) return "";
+  return dir + "/ferry/model-" + detail::env::hostname() + ".json";
 }
 
 Model Model::from_environment(std::string* why) {
   std::string path;
   bool explicit_path = false;
-  if (const char* e = std::getenv("FERRY_MODEL"); e && *e) {
-    path = e;
+  if (std::string e = detail::env::text(detail::env::Knob::model); !e.empty()) {
+    path = std::move(e);
     explicit_path = true;
   } else {
     path = default_path();

@@ -1,6 +1,7 @@
 #include "mpi/common.hpp"
 
 #include "mpi/ipc.hpp"
+#include "sys/env.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -10,71 +11,8 @@
 namespace ferry::mpi_detail {
 
 bool verbose() {
-  static const bool v = [] {
-    const char* e = std::getenv("FERRY_MPI_VERBOSE");
-    return e && *e && *e != '0';
-  }();
+  static const bool v = ferry::detail::env::flag(ferry::detail::env::Knob::mpi_verbose);
   return v;
-}
-
-namespace {
-i64 size_class(i64 bytes) {
-  i64 size = 4096;
-  while (size < bytes) size *= 2;
-  return size;
-}
-}  // namespace
-
-void* BufferPool::get(i64 bytes) {
-  const i64 size = size_class(bytes);
-  {
-    std::lock_guard lock(mutex_);
-    auto it = free_.find(size);
-    if (it != free_.end()) {
-      void* p = it->second;
-      free_.erase(it);
-      return p;
-    }
-  }
-  void* p = alloc_(size);
-  std::lock_guard lock(mutex_);
-  sizes_[p] = size;
-  return p;
-}
-
-void BufferPool::put(void* p) {
-  if (!p) return;
-  std::lock_guard lock(mutex_);
-  free_.emplace(sizes_.at(p), p);
-}
-
-void BufferPool::release_all() {
-  std::lock_guard lock(mutex_);
-  for (auto& [p, size] : sizes_) free_fn_(p);
-  sizes_.clear();
-  free_.clear();
-}
-
-namespace {
-// Staging memory: pinned and mapped; without a GPU (the host protocol test) plain memory serves.
-void* staging_alloc(i64 size) {
-  void* p = ferry::gpu::available() ? ferry::gpu::alloc_pinned(size)
-                                    : std::malloc(static_cast<std::size_t>(size));
-  if (!p) throw ferry::Error(MPI_ERR_NO_MEM, "staging buffer");
-  return p;
-}
-void staging_free(void* p) {
-  if (ferry::gpu::available()) {
-    ferry::gpu::free_pinned(p);
-  } else {
-    std::free(p);
-  }
-}
-}  // namespace
-
-BufferPool& pool() {
-  static auto* p = new BufferPool(staging_alloc, staging_free);
-  return *p;
 }
 
 namespace {

@@ -5,9 +5,10 @@
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 #include <ferry/registry.hpp>
+#include <ferry/transport.hpp>
 #include <mpi.h>
 
-#include "pack/host_pages.hpp"
+#include "gpu/host_pages.hpp"
 
 #include <atomic>
 #include <functional>
@@ -27,25 +28,8 @@ using ferry::i64;
 // FERRY_MPI_VERBOSE=1: say what the interposer does (initialization, refused types, errors).
 bool verbose();
 
-// Buffers kept in power-of-two size classes and reused (§5.8.2): pinned, mapped host memory for
-// staging (pool()), device memory for IPC sends (ipc.cpp). `alloc` throws on failure.
-class BufferPool {
- public:
-  using Alloc = void* (*)(i64 bytes);
-  using Free = void (*)(void* p);
-  BufferPool(Alloc alloc, Free free) : alloc_(alloc), free_fn_(free) {}
-  void* get(i64 bytes);
-  void put(void* p);
-  void release_all();
-
- private:
-  Alloc alloc_;
-  Free free_fn_;
-  std::mutex mutex_;
-  std::multimap<i64, void*> free_;
-  std::map<void*, i64> sizes_;
-};
-BufferPool& pool();
+// Staging buffers: the transport's pool of pinned, mapped host memory.
+inline ferry::transport::Pool& pool() { return ferry::transport::pinned_pool(); }
 
 // A staging buffer for the length of one call.
 struct Staged {

@@ -19,10 +19,13 @@
 //
 // Probes of staged messages need nothing: they travel as bytes, so a probe's status counts the
 // bytes and MPI_Get_count with the receive datatype divides them.
+#include <ferry/ferry_mpi.h>
+
 #include "mpi/common.hpp"
 #include "mpi/early.hpp"
 #include "mpi/ipc.hpp"
 #include "mpi/persistent.hpp"
+#include "sys/env.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -371,6 +374,16 @@ int exchange(PostRecv post_recv, PostSend post_send, MPI_Status* status) {
   return rc;
 }
 
+// The transport's collective setup (topology); a failure leaves the interposer without IPC, never
+// an exception out of MPI_Init.
+void start_transport() {
+  try {
+    ferry::transport::init();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry-mpi: the transport could not start (%s); Ferry's IPC is off\n", e.what());
+  }
+}
+
 void say_initialized(const char* how) {
   if (!verbose()) return;
   int rank = 0;
@@ -378,6 +391,7 @@ void say_initialized(const char* how) {
   std::fprintf(stderr, "ferry-mpi: rank %d initialized (%s; GPU engine %s; IPC %s)\n", rank, how,
                ferry::gpu::available() ? "available" : "not available",
                ipc::enabled() ? "on" : "off");
+  if (rank == 0) std::fputs(ferry::detail::env::settings_text("ferry-mpi: setting ").c_str(), stderr);
 }
 
 }  // namespace
@@ -386,25 +400,15 @@ void say_initialized(const char* how) {
 
 extern "C" {
 
-// For programs and tools that want to know whether the interposer is loaded.
+// What each does: ferry/ferry_mpi.h.
 FERRY_EXPORT int ferry_mpi_loaded(void) { return 1; }
-// Messages this process sent and received over CUDA IPC so far.
 FERRY_EXPORT long ferry_mpi_ipc_sent(void) { return ipc::sent(); }
 FERRY_EXPORT long ferry_mpi_ipc_received(void) { return ipc::received(); }
-// Messages this process sent pipelined (chunks staged while MPI moves the ones before).
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return ipc::pipelined(); }
-// Where world rank `peer` receives, seen from data on CUDA device `device`, as the model's
-// locality: "same_gpu", "other_gpu" (also while its GPU is not known yet) or "other_node"; NULL
-// when Ferry's IPC is off or there is no such rank.
 FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) { return ipc::locality_name(peer, device); }
-// Requests Ferry is still finishing (its table of requests, and active stand-ins of persistent
-// requests): 0 once everything the application started has completed (for tests).
 FERRY_EXPORT long ferry_mpi_pending(void) {
   return static_cast<long>(hot::pending.load()) + hot::stand_ins.load();
 }
-// Forces the method ("staged", "pipelined", "ipc") or the staging pack ("device", "one_shot") of
-// the messages that follow, for measurements; NULL gives the choice back to the model. Returns 0,
-// or -1 for a name it does not know.
 FERRY_EXPORT int ferry_mpi_force_method(const char* name) {
   if (!name) return ipc::force_method(std::nullopt), 0;
   auto m = ferry::model::method_named(name);
@@ -423,6 +427,7 @@ FERRY_EXPORT int ferry_mpi_force_pack(const char* name) {
 int MPI_Init(int* argc, char*** argv) {
   int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) {
+    start_transport();
     ipc::init();
     hot::init();
     say_initialized("MPI_Init");
@@ -433,6 +438,7 @@ int MPI_Init(int* argc, char*** argv) {
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) {
+    start_transport();
     ipc::init();
     hot::init();
     say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
@@ -443,7 +449,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 int MPI_Finalize(void) {
   requests().drain();  // requests the application freed while active
   ipc::finalize();
-  pool().release_all();
+  ferry::transport::finalize();
   return PMPI_Finalize();
 }
 

@@ -16,18 +16,24 @@
 #include <string>
 #include <vector>
 
-#if FERRY_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include <ferry/transport.hpp>
+
+#include "gpu/runtime.hpp"
+#include "sys/env.hpp"
 
 namespace ferry::mpi_detail::ipc {
+
+namespace env = ferry::detail::env;
+namespace gpu = ferry::gpu;
+namespace transport = ferry::transport;
+
 namespace {
 
-// Where ranks live, and the private communicator for acknowledgements. Set once by init().
+// The protocol's state: the private communicator for acknowledgements, the magic, the method
+// choice. Set once by init(); where ranks and their GPUs are is the transport's topology.
 struct World {
   bool on = false;
   int rank = 0;
-  std::vector<int> node_of;  // world rank -> world rank of its node's first process
   MPI_Comm ctl = MPI_COMM_NULL;
   std::uint64_t magic[2] = {0, 0};
   int tag_span = 16000;  // acknowledgement tags cycle in [0, 2 * tag_span)
@@ -39,10 +45,6 @@ struct World {
   i64 ipc_min = -1;       // from FERRY_IPC_MIN, else -1: the model decides
   i64 pipeline_min = -1;  // from FERRY_PIPELINE_MIN, else -1
   i64 chunk_bytes = 0;    // pipelined chunk size
-  // Per world rank: the GPU (ferry::gpu::device_key) its messages last came from or went to, as
-  // stubs and acknowledgements tell (0: not known yet). At MPI_Init, the device of each process's
-  // current CUDA context, where it had one. It decides same_gpu against other_gpu.
-  std::unique_ptr<std::atomic<std::uint64_t>[]> peer_gpu;
 };
 World& world() {
   static World w;
@@ -113,10 +115,7 @@ void forget(MPI_Comm comm) { rank_tables().forget(comm); }
 bool enabled() { return world().on; }
 
 bool host_protocol_test() {
-  static const bool on = [] {
-    const char* e = std::getenv("FERRY_PROTOCOL_TEST");
-    return e && e[0] == '1';
-  }();
+  static const bool on = env::flag(env::Knob::protocol_test);
   return on;
 }
 void force_method(std::optional<model::Method> m) { world().forced = m; }
@@ -129,8 +128,7 @@ bool same_node(MPI_Comm comm, int rank) {
   const World& w = world();
   if (!w.on) return false;
   const int wr = world_rank(comm, rank);
-  return wr >= 0 && wr != w.rank && w.node_of[static_cast<std::size_t>(wr)] ==
-                                         w.node_of[static_cast<std::size_t>(w.rank)];
+  return wr >= 0 && wr != w.rank && transport::world().same_node(wr, w.rank);
 }
 
 bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool blocking) {
@@ -146,39 +144,6 @@ bool may_get_stub(int count, MPI_Datatype type, int source, MPI_Comm comm, bool 
   return !inter;
 }
 
-#if !FERRY_HAVE_CUDA
-namespace {
-// Built without CUDA the protocol still runs (host buffers under FERRY_PROTOCOL_TEST, so the CPU
-// and sanitizer builds test it); these stand in for the CUDA runtime calls of the IPC and GPU
-// paths, which such a build never reaches (they fail if it does).
-using cudaError_t = int;
-constexpr cudaError_t cudaSuccess = 0;
-struct cudaIpcMemHandle_t {
-  char reserved[64];
-};
-using cudaStream_t = ferry::gpu::Stream;
-using cudaEvent_t = ferry::gpu::Event;
-enum : unsigned {
-  cudaMemcpyDefault, cudaMemcpyDeviceToHost, cudaMemcpyHostToDevice,
-  cudaIpcMemLazyEnablePeerAccess, cudaStreamNonBlocking, cudaEventDisableTiming
-};
-constexpr cudaError_t kNoCuda = 1;
-const char* cudaGetErrorString(cudaError_t) { return "built without CUDA"; }
-cudaError_t cudaGetLastError() { return cudaSuccess; }
-cudaError_t cudaMalloc(void**, std::size_t) { return kNoCuda; }
-cudaError_t cudaFree(void*) { return kNoCuda; }
-cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) { return kNoCuda; }
-cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned) { return kNoCuda; }
-cudaError_t cudaIpcCloseMemHandle(void*) { return kNoCuda; }
-cudaError_t cudaGetDevice(int*) { return kNoCuda; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t*, unsigned) { return kNoCuda; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return kNoCuda; }
-cudaError_t cudaMemcpyAsync(void*, const void*, std::size_t, unsigned, cudaStream_t) { return kNoCuda; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t*, unsigned) { return kNoCuda; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return kNoCuda; }
-cudaError_t cudaEventDestroy(cudaEvent_t) { return kNoCuda; }
-}  // namespace
-#endif
 
 namespace {
 
@@ -200,7 +165,7 @@ struct Stub {
   std::uint64_t alloc_id;
   std::uint32_t kind;         // kIpc or kPipelined
   std::uint32_t chunk_elems;  // pipelined: sender elements per chunk (`offset`: bytes per chunk)
-  cudaIpcMemHandle_t handle;
+  transport::IpcHandle handle;
   std::uint64_t gpu;  // the sender's GPU (ferry::gpu::device_key; 0: host memory)
 };
 static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protocol");
@@ -208,106 +173,20 @@ static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protoc
 int ack_tag(i64 seq) { return static_cast<int>(seq % world().tag_span) * 2; }
 int data_tag(i64 seq) { return ack_tag(seq) + 1; }
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw ferry::Error(MPI_ERR_OTHER, std::string(what) + ": " + cudaGetErrorString(e));
-}
+// Device buffers for packing non-contiguous IPC sends, on the current device. Their IPC handles
+// stay valid while they live, so receivers keep them mapped.
+transport::Pool& device_pool() { return transport::device_pool(gpu::this_device()); }
 
-// Device buffers for packing non-contiguous IPC sends. Their IPC handles stay valid while they
-// live, so receivers keep them mapped.
-void* device_alloc(i64 size) {
-  void* p = nullptr;
-  cuda_check(cudaMalloc(&p, static_cast<std::size_t>(size)), "cudaMalloc (IPC staging)");
-  return p;
-}
-void device_free(void* p) { cudaFree(p); }
-BufferPool& device_pool() {
-  static auto* p = new BufferPool(device_alloc, device_free);
-  return *p;
-}
+// Ferry's own stream on the current device (a rank may switch devices between messages).
+gpu::Stream copy_stream() { return gpu::internal_stream(); }
 
-// Sender: IPC handles by allocation (a new allocation at the same address has a new id).
-// Receiver: mapped sender allocations by (sender, address); a new id closes the old mapping.
-class Handles {
- public:
-  bool handle_for(const ferry::gpu::Allocation& a, cudaIpcMemHandle_t* h) {
-    std::lock_guard lock(mutex_);
-    auto it = own_.find(a.base);
-    if (it != own_.end() && it->second.first == a.id) {
-      *h = it->second.second;
-      return true;
-    }
-    if (cudaIpcGetMemHandle(h, a.base) != cudaSuccess) {
-      cudaGetLastError();  // not IPC-capable (VMM or stream-ordered pool memory): stage instead
-      return false;
-    }
-    own_[a.base] = {a.id, *h};
-    return true;
+// Waits for what is queued on `stream` after a failure, whatever the wait itself reports: the
+// failure is what the caller reports, and nothing may be released while the GPU still uses it.
+void quiesce(gpu::Stream stream) noexcept {
+  try {
+    gpu::sync_stream(stream);
+  } catch (...) {
   }
-  // Mappings are kept for reuse (opening costs far more than a message), at most kMaxMapped: the
-  // least recently used one is closed first, so allocations a sender freed do not stay mapped
-  // (and their memory held) for ever.
-  static constexpr std::size_t kMaxMapped = 128;
-  void* open(const Stub& s) {
-    std::lock_guard lock(mutex_);
-    auto key = std::make_pair(s.sender, s.base);
-    auto it = mapped_.find(key);
-    if (it != mapped_.end()) {
-      if (it->second.id == s.alloc_id) {
-        it->second.used = ++clock_;
-        return it->second.ptr;
-      }
-      cudaIpcCloseMemHandle(it->second.ptr);  // the sender freed that allocation
-      mapped_.erase(it);
-    }
-    if (mapped_.size() >= kMaxMapped) {
-      auto lru = std::min_element(mapped_.begin(), mapped_.end(),
-                                  [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
-      cudaIpcCloseMemHandle(lru->second.ptr);
-      mapped_.erase(lru);
-    }
-    void* p = nullptr;
-    if (cudaIpcOpenMemHandle(&p, s.handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    mapped_[key] = Mapping{s.alloc_id, p, ++clock_};
-    return p;
-  }
-  void close_all() {
-    std::lock_guard lock(mutex_);
-    for (auto& [key, m] : mapped_) cudaIpcCloseMemHandle(m.ptr);
-    mapped_.clear();
-    own_.clear();
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<void*, std::pair<unsigned long long, cudaIpcMemHandle_t>> own_;
-  struct Mapping {
-    unsigned long long id;
-    void* ptr;
-    std::uint64_t used;
-  };
-  std::map<std::pair<int, std::uint64_t>, Mapping> mapped_;
-  std::uint64_t clock_ = 0;
-};
-Handles& handles() {
-  static auto* h = new Handles();
-  return *h;
-}
-
-// One stream per device for the copies and unpacks Ferry makes on its own (a rank may switch
-// devices between messages).
-cudaStream_t copy_stream() {
-  static std::mutex mutex;
-  static std::map<int, cudaStream_t> streams;
-  int device = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  std::lock_guard lock(mutex);
-  cudaStream_t& st = streams[device];
-  if (!st) cuda_check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
-  return st;
 }
 
 // Per destination: the next sequence number.
@@ -360,14 +239,16 @@ struct InFlight {
   void* staging = nullptr;  // device pool buffer, or null when the user's buffer was sent
   const void* src = nullptr;
   int dest_world = -1;
-  ~InFlight() { device_pool().put(staging); }
+  int staging_device = -1;
+  ~InFlight() {
+    if (staging) transport::device_pool(staging_device).put(staging);
+  }
 };
 
 // After the acknowledgement: finish the stub's send; send the data if the receiver asked for it.
 int conclude(InFlight& f) {
   int rc = PMPI_Wait(&f.stub_request, MPI_STATUS_IGNORE);
-  if (f.ack[1] != 0)
-    world().peer_gpu[static_cast<std::size_t>(f.dest_world)].store(f.ack[1], std::memory_order_relaxed);
+  transport::learn_gpu(f.dest_world, f.ack[1]);
   if (rc != MPI_SUCCESS || f.ack[0] != kAckNeedData) return rc;
   Staged host(f.stub.bytes);
   ferry::gpu::copy(host.p, f.src, f.stub.bytes);
@@ -375,21 +256,9 @@ int conclude(InFlight& f) {
                    data_tag(f.stub.seq), world().ctl);
 }
 
-i64 env_bytes(const char* name, i64 fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoll(e) : fallback;
-}
-
-// Where world rank `peer` receives, seen from data on `device`: another node; the same GPU, when
-// the peer's last known GPU is this one; else (another GPU, or not known yet) another GPU.
-model::Locality locality(int peer, int device) {
-  const World& w = world();
-  const auto p = static_cast<std::size_t>(peer);
-  if (w.node_of[p] != w.node_of[static_cast<std::size_t>(w.rank)]) return model::Locality::other_node;
-  const std::uint64_t theirs = w.peer_gpu[p].load(std::memory_order_relaxed);
-  return theirs != 0 && theirs == ferry::gpu::device_key(device) ? model::Locality::same_gpu
-                                                                 : model::Locality::other_gpu;
-}
+// Where world rank `peer` receives, seen from data on `device` (the transport's topology and the
+// GPUs that stubs and acknowledgements told).
+model::Locality locality(int peer, int device) { return transport::locality(peer, device); }
 
 // The method for a message of `bytes` packed bytes in blocks of `block` bytes.
 model::Method decide(i64 bytes, i64 block, model::Locality loc, bool ipc_possible) {
@@ -421,32 +290,19 @@ i64 block_of(const ferry::Type& t) { return t.blocks() > 0 ? t.size() / t.blocks
 
 const char* locality_name(int peer, int device) {
   const World& w = world();
-  if (!w.on || peer < 0 || peer >= static_cast<int>(w.node_of.size())) return nullptr;
+  if (!w.on || peer < 0 || peer >= transport::world().size()) return nullptr;
   return model::name(locality(peer, device));
 }
 
 void init() {
   World& w = world();
-  const char* e = std::getenv("FERRY_IPC");
-  const bool wanted = !(e && e[0] == '0') && (ferry::gpu::available() || host_protocol_test());
+  const bool wanted = env::flag(env::Knob::ipc) && (ferry::gpu::available() || host_protocol_test()) &&
+                      transport::initialized();  // its setup failed (reported): no IPC
   // Every rank takes part in the collective setup, so all agree even where some lack a GPU.
   int all = wanted ? 1 : 0;
   PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all) return;
   PMPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
-  const int n = comm_size(MPI_COMM_WORLD);
-  MPI_Comm node;
-  PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int leader = w.rank;
-  PMPI_Bcast(&leader, 1, MPI_INT, 0, node);
-  PMPI_Comm_free(&node);
-  w.node_of.assign(static_cast<std::size_t>(n), -1);
-  PMPI_Allgather(&leader, 1, MPI_INT, w.node_of.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  std::vector<std::uint64_t> gpus(static_cast<std::size_t>(n), 0);
-  const std::uint64_t mine = ferry::gpu::device_key(ferry::gpu::context_device());
-  PMPI_Allgather(&mine, 1, MPI_UINT64_T, gpus.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  w.peer_gpu = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) w.peer_gpu[static_cast<std::size_t>(i)].store(gpus[static_cast<std::size_t>(i)]);
   PMPI_Comm_dup(MPI_COMM_WORLD, &w.ctl);
   if (w.rank == 0) {
     std::random_device rd;
@@ -458,24 +314,25 @@ void init() {
   int flag = 0;
   PMPI_Comm_get_attr(w.ctl, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) w.tag_span = std::max(1, (*ub - 1) / 2);
-  w.ipc_min = env_bytes("FERRY_IPC_MIN", -1);
-  w.pipeline_min = env_bytes("FERRY_PIPELINE_MIN", -1);
-  w.chunk_bytes = std::max(env_bytes("FERRY_PIPELINE_CHUNK", i64{1} << 20), i64{4096});
-  if (const char* f = std::getenv("FERRY_METHOD"); f && *f) w.forced = model::method_named(f);
-  if (const char* f = std::getenv("FERRY_PACK"); f && *f) w.forced_pack = model::pack_named(f);
+  w.ipc_min = env::integer_if_set(env::Knob::ipc_min).value_or(-1);
+  w.pipeline_min = env::integer_if_set(env::Knob::pipeline_min).value_or(-1);
+  w.chunk_bytes = env::integer(env::Knob::pipeline_chunk);
+  if (const std::string f = env::text(env::Knob::method); !f.empty()) w.forced = model::method_named(f);
+  if (const std::string f = env::text(env::Knob::pack); !f.empty()) w.forced_pack = model::pack_named(f);
   std::string why;
   w.decisions = std::make_unique<model::DecisionCache>(
       std::make_shared<const model::Model>(model::Model::from_environment(&why)));
-  if (verbose() && w.rank == 0) std::fprintf(stderr, "ferry-mpi: %s\n", why.c_str());
+  if (verbose() && w.rank == 0) {
+    std::fprintf(stderr, "ferry-mpi: %s\n", why.c_str());
+    std::fprintf(stderr, "ferry-mpi: topology: %s\n", transport::world().describe().c_str());
+  }
   w.on = true;
 }
 
 void finalize() {
   World& w = world();
   if (!w.on) return;
-  w.on = false;
-  handles().close_all();
-  device_pool().release_all();
+  w.on = false;  // the transport's finalize closes IPC mappings and frees the pools
   if (w.ctl != MPI_COMM_NULL) PMPI_Comm_free(&w.ctl);
 }
 
@@ -496,9 +353,7 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   const World& w = world();
   if (!w.on || count <= 0 || !t) return false;
   const int dw = world_rank(comm, dest);
-  if (dw < 0 || dw == w.rank || w.node_of[static_cast<std::size_t>(dw)] !=
-                                    w.node_of[static_cast<std::size_t>(w.rank)])
-    return false;
+  if (dw < 0 || dw == w.rank || !transport::world().same_node(dw, w.rank)) return false;
   const i64 bytes = ferry::pack_size(count, *t);
   if (bytes < kMinBytes) return false;
   const char* first = static_cast<const char*>(buf) + t->data_lb(count);
@@ -513,17 +368,20 @@ bool try_send(Mode mode, const void* buf, int count, const std::shared_ptr<const
   if (t->dense()) {
     f->src = first;
   } else {
-    f->staging = device_pool().get(bytes);
+    f->staging_device = gpu::this_device();
+    f->staging = transport::device_pool(f->staging_device).get(bytes);
     ferry::gpu::pack(buf, count, *t, f->staging);
     f->src = f->staging;
     a = ferry::gpu::allocation_of(f->staging);
   }
+  transport::Export e;
+  if (!transport::exports().of(a, f->src, &e)) return false;  // f's staging goes back to the pool
   Stub& s = f->stub;
-  if (!handles().handle_for(a, &s.handle)) return false;  // f's staging goes back to the pool
+  s.handle = e.handle;
   fill_stub(s, kIpc, bytes, dw, device);
-  s.offset = static_cast<const char*>(f->src) - static_cast<const char*>(a.base);
-  s.base = reinterpret_cast<std::uint64_t>(a.base);
-  s.alloc_id = a.id;
+  s.offset = e.offset;
+  s.base = e.base;
+  s.alloc_id = e.id;
 
   MPI_Request ack;
   *rc = PMPI_Irecv(f->ack, 2, MPI_UINT64_T, dw, ack_tag(s.seq), w.ctl, &ack);
@@ -572,9 +430,8 @@ void deliver_from_gpu(const char* src, i64 take, const Target& to) {
   if (take <= 0 || size <= 0) return;
   if (t.dense()) {
     char* dst = to.element(0) + t.true_lb();
-    cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(take), cudaMemcpyDefault, copy_stream()),
-               "IPC copy");
-    cuda_check(cudaStreamSynchronize(copy_stream()), "IPC copy");
+    gpu::copy_async(dst, src, take, copy_stream());
+    gpu::sync_stream(copy_stream());
     return;
   }
   if (!to.device) {
@@ -585,7 +442,7 @@ void deliver_from_gpu(const char* src, i64 take, const Target& to) {
   }
   const i64 full = take / size, rem = take % size;
   if (full > 0) ferry::gpu::unpack_async(src, to.buf, full, t, copy_stream());
-  cuda_check(cudaStreamSynchronize(copy_stream()), "IPC unpack");
+  gpu::sync_stream(copy_stream());
   if (rem > 0) {
     std::vector<char> tail(static_cast<std::size_t>(rem));
     ferry::gpu::copy(tail.data(), src + full * size, rem);
@@ -618,13 +475,15 @@ std::uint64_t gpu_of(const Target& to) noexcept {
 
 // IPC: copy or unpack straight from the sender's GPU memory, then acknowledge.
 void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
-  void* mapped = handles().open(s);
+  // Held until after the acknowledgement (declared first, released last).
+  const transport::IpcCache::Lease mapped = transport::ipc_cache().open(s.sender, s.base, s.alloc_id, s.handle);
   Answer ack{sw, ack_tag(s.seq), {mapped ? kAckDone : kAckNeedData, gpu_of(to)}};
   if (mapped) {
-    deliver_from_gpu(static_cast<const char*>(mapped) + s.offset, take, to);
+    deliver_from_gpu(static_cast<const char*>(mapped.get()) + s.offset, take, to);
     return;  // ~Answer acknowledges
   }
-  // The handle did not open here: the data comes staged on the private communicator.
+  // The handle did not open here (another node's, or this process has the allocation mapped
+  // already: transport.hpp, IpcCache): the data comes staged on the private communicator.
   ack.send();
   Staged host(s.bytes);
   PMPI_Recv(host.p, static_cast<int>(s.bytes), MPI_BYTE, sw, data_tag(s.seq), world().ctl,
@@ -646,14 +505,14 @@ void receive_pipelined(const Stub& s, int sw, i64 take, const Target& to) {
                sw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
   const ferry::Type& t = *to.type;
   const i64 size = t.size();
-  const bool gpu = to.device && ferry::gpu::available();
+  const bool on_gpu = to.device && ferry::gpu::available();
   i64 done = 0;  // elements unpacked
   try {
     for (i64 c = 0; c < nchunks; ++c) {
       PMPI_Wait(&r[static_cast<std::size_t>(c)], MPI_STATUS_IGNORE);
       const i64 covered = size ? std::min(take, (c + 1) * chunk) / size : 0;
       if (covered <= done || t.dense()) continue;
-      if (gpu) {  // asynchronous: overlaps the next chunks' arrival
+      if (on_gpu) {  // asynchronous: overlaps the next chunks' arrival
         ferry::gpu::unpack_async(base + done * size, to.element(done), covered - done, t, copy_stream());
       } else {
         unpack_into(base + done * size, (covered - done) * size, to, done);
@@ -664,7 +523,7 @@ void receive_pipelined(const Stub& s, int sw, i64 take, const Target& to) {
     for (auto& q : r) PMPI_Wait(&q, MPI_STATUS_IGNORE);  // the sender's chunks must all arrive
     throw;
   }
-  if (gpu) cuda_check(cudaStreamSynchronize(copy_stream()), "pipelined unpack");
+  if (on_gpu) gpu::sync_stream(copy_stream());
   unpack_into(base + done * size, take - done * size, to, done);  // dense data, or the partial tail
 }
 
@@ -697,7 +556,7 @@ bool finish_recv(const Target& to, const void* staging, const Ranks& ranks, MPI_
 
   const i64 capacity = to.count * t.size();
   const i64 take = std::min(s.bytes, capacity);
-  if (s.gpu != 0) w.peer_gpu[static_cast<std::size_t>(sw)].store(s.gpu, std::memory_order_relaxed);
+  transport::learn_gpu(sw, s.gpu);
   if (s.kind == kIpc) {
     fetch_ipc(s, sw, take, to);
   } else {
@@ -746,8 +605,8 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
   char* base = static_cast<char*>(host.p);
   const bool on_gpu = ferry::gpu::memory_of(static_cast<const char*>(buf) + t->data_lb(count)) !=
                       ferry::gpu::Memory::host;  // host memory only in the host protocol test
-  std::vector<cudaEvent_t> ev(on_gpu ? static_cast<std::size_t>(nchunks) : 0);
-  for (auto& e : ev) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  std::vector<gpu::Event> ev(on_gpu ? static_cast<std::size_t>(nchunks) : 0);
+  for (auto& e : ev) e = gpu::create_event();
   const i64 extent = t->extent();
   auto chunk_origin = [&](i64 c) { return static_cast<const char*>(buf) + c * chunk_elems * extent; };
   auto chunk_count = [&](i64 c) { return std::min(chunk_elems, static_cast<i64>(count) - c * chunk_elems); };
@@ -760,7 +619,7 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
                              ev[static_cast<std::size_t>(c)]);
   } catch (const ferry::Error& e) {
     failed = std::make_unique<ferry::Error>(e);
-    cudaStreamSynchronize(copy_stream());
+    quiesce(copy_stream());
   }
   std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks) + 1, MPI_REQUEST_NULL);
   r.back() = stub;
@@ -768,21 +627,21 @@ bool try_pipelined(Mode mode, const void* buf, int count, MPI_Datatype type, int
     try {
       if (failed) {
       } else if (on_gpu) {
-        cuda_check(cudaEventSynchronize(ev[static_cast<std::size_t>(c)]), "pipelined pack");
+        gpu::sync_event(ev[static_cast<std::size_t>(c)]);
       } else {
         i64 pos = 0;
         ferry::pack(chunk_origin(c), chunk_count(c), *t, base + c * chunk, chunk, &pos);
       }
     } catch (const ferry::Error& e) {
       failed = std::make_unique<ferry::Error>(e);
-      if (on_gpu) cudaStreamSynchronize(copy_stream());
+      if (on_gpu) quiesce(copy_stream());
     }
     *rc = PMPI_Isend(base + c * chunk, static_cast<int>(std::min(chunk, bytes - c * chunk)), MPI_BYTE,
                      dw, data_tag(s.seq), w.ctl, &r[static_cast<std::size_t>(c)]);
     int flag = 0;
     PMPI_Testall(static_cast<int>(c) + 1, r.data(), &flag, MPI_STATUSES_IGNORE);  // progress
   }
-  for (auto& e : ev) cudaEventDestroy(e);
+  for (auto& e : ev) gpu::destroy_event(e);
   if (request && !failed && *rc == MPI_SUCCESS) {
     // Non-blocking: every chunk is packed and posted; the application's request is the send that
     // completes last, and completing it waits for the rest (by then done, or nearly) and gives the
@@ -853,37 +712,19 @@ void stage_pack(const void* buf, i64 count, const ferry::Type& t, void* host) {
   // Packed on Ferry's own stream, not ordered after the application's default stream.
   if (count > 0) ferry::gpu::settle(ferry::gpu::allocation_of(static_cast<const char*>(buf) + t.data_lb(count)));
   const i64 bytes = count * t.size();
-  void* dev = device_pool().get(bytes);
-  try {
-    ferry::gpu::pack_async(buf, count, t, dev, copy_stream());
-    cuda_check(cudaMemcpyAsync(host, dev, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost,
-                               copy_stream()),
-               "staging copy");
-    cuda_check(cudaStreamSynchronize(copy_stream()), "staging copy");
-  } catch (...) {
-    device_pool().put(dev);
-    throw;
-  }
-  device_pool().put(dev);
+  const transport::Buffer dev(device_pool(), bytes);
+  ferry::gpu::pack_async(buf, count, t, dev.get(), copy_stream());
+  gpu::copy_d2h_async(host, dev.get(), bytes, copy_stream());
+  gpu::sync_stream(copy_stream());
 }
 
 void stage_unpack(const void* host, void* buf, i64 count, const ferry::Type& t) {
   if (!through_device(count, t, model::Direction::unpack)) return ferry::gpu::unpack(host, buf, count, t);
   const i64 bytes = count * t.size();
-  void* dev = device_pool().get(bytes);
-  try {
-    cuda_check(cudaMemcpyAsync(dev, host, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice,
-                               copy_stream()),
-               "staging copy");
-    ferry::gpu::unpack_async(dev, buf, count, t, copy_stream());
-    cuda_check(cudaStreamSynchronize(copy_stream()), "staging copy");
-  } catch (...) {
-    device_pool().put(dev);
-    throw;
-  }
-  device_pool().put(dev);
+  const transport::Buffer dev(device_pool(), bytes);
+  gpu::copy_h2d_async(dev.get(), host, bytes, copy_stream());
+  ferry::gpu::unpack_async(dev.get(), buf, count, t, copy_stream());
+  gpu::sync_stream(copy_stream());
 }
-
-
 
 }  // namespace ferry::mpi_detail::ipc

@@ -1,13 +1,10 @@
-// The GPU engine's stand-in for builds without CUDA: nothing is reachable, every call says why.
+// The GPU pack engine's stand-in for builds without CUDA: every call says why it cannot run.
+// (The GPU layer's own stub, devices, memory and copies, is gpu/stub.cpp.)
 #include <ferry/gpu.hpp>
 
-#include "pack/host_pages.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::gpu {
-
-// Never filled: nothing is GPU memory here (host_pages.hpp).
-std::atomic<std::uintptr_t> host_pages::table[host_pages::kSlots] = {};
 
 namespace {
 [[noreturn]] void no_cuda() {
@@ -15,17 +12,6 @@ namespace {
 }
 }  // namespace
 
-bool available() noexcept { return false; }
-int current_device() noexcept { return -1; }
-int context_device() noexcept { return -1; }
-std::uint64_t device_key(int) noexcept { return 0; }
-void set_device(int) {}
-Memory memory_of(const void*) { return Memory::host; }
-Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
-void settle(const Allocation&) {}
-void* alloc_pinned(i64) { no_cuda(); }
-void free_pinned(void*) noexcept {}
-void copy(void*, const void*, i64) { no_cuda(); }
 void pack_async(const void*, i64, const Type&, void*, Stream, Event) { no_cuda(); }
 void unpack_async(const void*, void*, i64, const Type&, Stream, Event) { no_cuda(); }
 void pack(const void*, i64, const Type&, void*) { no_cuda(); }

@@ -1,8 +1,7 @@
-// The GPU engine's host side: pointer classification, per-type device tables, word-size and kernel
-// selection, launches with checked errors, and batches.
+// The GPU engine's host side: per-type device tables, word-size and kernel selection, launches with
+// checked errors, and batches. Every CUDA call besides the launches goes through the GPU layer
+// (gpu/runtime.hpp).
 #include <ferry/gpu.hpp>
-
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,20 +11,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "gpu/runtime.hpp"
 #include "pack/cpu/engine.hpp"
 #include "pack/cuda/kernels.cuh"
 #include "pack/plan_build.hpp"
 #include "sys/env.hpp"
 #include "sys/error.hpp"
-
-#define FERRY_CUDA_CHECK(call)                                                  \
-  do {                                                                          \
-    cudaError_t ferry_err_ = (call);                                            \
-    if (ferry_err_ != cudaSuccess)                                              \
-      ::ferry::detail::fail(MPI_ERR_OTHER, std::string(__FILE__ ":") +          \
-                                               std::to_string(__LINE__) + ": " #call ": " + \
-                                               cudaGetErrorString(ferry_err_)); \
-  } while (0)
 
 namespace ferry::gpu {
 
@@ -37,26 +28,23 @@ using detail::Plan;
 
 namespace {
 
-struct DeviceInfo {
+// A device's multiprocessors and the launch shape of its architecture (the tuning table, or the
+// FERRY_GPU_THREADS / FERRY_GPU_BLOCKS_PER_SM overrides).
+struct LaunchInfo {
   int sms = 0;
   detail::LaunchPolicy policy{};
-  std::uint64_t key = 0;  // device_key: a hash of the UUID
 };
 
 constexpr int kMaxDevices = 64;
 
-const DeviceInfo& device_info(int device) {
-  static DeviceInfo infos[kMaxDevices];
+const LaunchInfo& launch_info(int device) {
+  static LaunchInfo infos[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   if (device < 0 || device >= kMaxDevices) fail(MPI_ERR_OTHER, "CUDA device index out of range");
   std::call_once(once[device], [device] {
-    cudaDeviceProp prop{};
-    FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    infos[device].sms = prop.multiProcessorCount;
-    infos[device].policy = detail::launch_policy(prop.major, prop.minor);
-    std::uint64_t h = 0xCBF29CE484222325ULL;  // FNV-1a over the 16 bytes
-    for (char b : prop.uuid.bytes) h = (h ^ static_cast<unsigned char>(b)) * 0x100000001B3ULL;
-    infos[device].key = h ? h : 1;
+    const DeviceInfo& d = device_info(device);
+    infos[device].sms = d.sms;
+    infos[device].policy = detail::launch_policy(d.major, d.minor);
     if (detail::env::gpu_threads() > 0) infos[device].policy.threads = detail::env::gpu_threads();
     if (detail::env::gpu_blocks_per_sm() > 0)
       infos[device].policy.blocks_per_sm = detail::env::gpu_blocks_per_sm();
@@ -64,33 +52,16 @@ const DeviceInfo& device_info(int device) {
   return infos[device];
 }
 
-int this_device() {
-  int d = 0;
-  FERRY_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
-
-// One event per thread and device, to wait for a copy of this thread's (never destroyed: a
-// thread's events live as long as the process, a few per thread).
-cudaEvent_t copy_event(int device) {
-  thread_local std::map<int, cudaEvent_t> events;
-  cudaEvent_t& e = events[device];
-  if (!e) FERRY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return e;
-}
-
 // Device memory released when its owner goes.
 struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
+  void operator()(void* p) const { free_device(p); }
 };
 using DeviceBytes = std::unique_ptr<void, DeviceFree>;
 
 DeviceBytes upload(const void* host, std::size_t bytes) {
   if (bytes == 0) return nullptr;
-  void* p = nullptr;
-  FERRY_CUDA_CHECK(cudaMalloc(&p, bytes));
-  DeviceBytes owned(p);
-  FERRY_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+  DeviceBytes owned(alloc_device(static_cast<i64>(bytes)));
+  copy(owned.get(), host, static_cast<i64>(bytes));
   return owned;
 }
 
@@ -173,11 +144,6 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
   return hp;
 }
 
-void check_launch(cudaStream_t stream) {
-  FERRY_CUDA_CHECK(cudaGetLastError());
-  if (detail::env::debug_sync()) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
 // Memory is classified where the data is: the origin itself may lie outside any allocation.
 const void* first_byte(const void* origin, i64 count, const Type& type) {
   return static_cast<const char*>(origin) + type.data_lb(count);
@@ -198,7 +164,7 @@ void check_args(const void* origin, i64 count, const Type& type, const void* pac
 
 template <class Idx, int LW, bool Pack>
 void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threads,
-                    cudaStream_t s) {
+                    Stream s) {
   using detail::StridedPlan;
   using detail::strided_kernel;
   switch (pl.shape.nd) {
@@ -217,7 +183,7 @@ void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threa
 
 template <class Idx, bool Pack>
 void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int threads,
-                  cudaStream_t s) {
+                  Stream s) {
 #define FERRY_LW_CASE(LW)                                                                   \
   case LW:                                                                                  \
     if (pl.npieces)                                                                         \
@@ -235,14 +201,14 @@ void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int
 #undef FERRY_LW_CASE
 }
 
-i64 blocks_for(i64 words, const DeviceInfo& info) {
+i64 blocks_for(i64 words, const LaunchInfo& info) {
   const i64 tile = i64{info.policy.threads} * detail::kUnroll;
   return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
                                         i64{info.sms} * info.policy.blocks_per_sm));
 }
 
 void move(bool pack, const void* origin, i64 count, const Type& type, const void* packed,
-          cudaStream_t stream, cudaEvent_t done) {
+          Stream stream, Event done) {
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
     const int device = this_device();
@@ -251,13 +217,11 @@ void move(bool pack, const void* origin, i64 count, const Type& type, const void
     char* pk = const_cast<char*>(static_cast<const char*>(packed));
     if (hp.contiguous) {
       char* at = mem + hp.plan.start;
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(pack ? pk : at, pack ? at : pk,
-                                       static_cast<std::size_t>(hp.bytes), cudaMemcpyDefault,
-                                       stream));
+      copy_async(pack ? pk : at, pack ? at : pk, hp.bytes, stream);
     } else {
       const int lw = detail::choose_lw(hp, mem, pk);
       detail::set_word(hp, lw);
-      const DeviceInfo& info = device_info(device);
+      const LaunchInfo& info = launch_info(device);
       const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
       const int threads = info.policy.threads;
       if (hp.wide) {
@@ -270,63 +234,10 @@ void move(bool pack, const void* origin, i64 count, const Type& type, const void
       check_launch(stream);
     }
   }
-  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+  if (done) record(done, stream);
 }
 
 }  // namespace
-
-bool available() noexcept {
-  static const bool ok = [] {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  }();
-  return ok;
-}
-
-std::uint64_t device_key(int device) noexcept {
-  if (device < 0 || !available()) return 0;
-  try {
-    return device_info(device).key;
-  } catch (const Error&) {
-    return 0;  // an ordinal CUDA does not know: no GPU to name
-  }
-}
-
-int current_device() noexcept {
-  int d = -1;
-  if (!available() || cudaGetDevice(&d) != cudaSuccess) return -1;
-  return d;
-}
-
-void set_device(int device) {
-  if (device >= 0) FERRY_CUDA_CHECK(cudaSetDevice(device));
-}
-
-void* alloc_pinned(i64 bytes) {
-  if (bytes < 0) fail(MPI_ERR_ARG, "negative allocation size");
-  void* p = nullptr;
-  FERRY_CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(bytes > 0 ? bytes : 1),
-                                 cudaHostAllocMapped | cudaHostAllocPortable));
-  return p;
-}
-
-void free_pinned(void* p) noexcept {
-  if (p) cudaFreeHost(p);
-}
-
-void copy(void* dst, const void* src, i64 bytes) {
-  if (bytes < 0) fail(MPI_ERR_ARG, "negative copy size");
-  if (bytes == 0) return;
-  // As cudaMemcpy, ordered on the legacy default stream, but waited for whole (a cudaMemcpy from
-  // pageable memory may return before its DMA lands), and faster for small copies on the GPU
-  // machines (8 B H2D: 5.9 against 6.1 µs). An event after the copy, not a synchronize of the
-  // stream, so work other threads queue there meanwhile is not waited for.
-  FERRY_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault,
-                                   cudaStreamLegacy));
-  const cudaEvent_t done = copy_event(this_device());
-  FERRY_CUDA_CHECK(cudaEventRecord(done, cudaStreamLegacy));
-  FERRY_CUDA_CHECK(cudaEventSynchronize(done));
-}
 
 void pack_async(const void* origin, i64 count, const Type& type, void* packed, Stream stream,
                 Event done) {
@@ -343,8 +254,8 @@ namespace {
 // Device scratch for staging through pageable host memory; freed on scope exit.
 struct DeviceScratch {
   void* p = nullptr;
-  explicit DeviceScratch(i64 bytes) { FERRY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(bytes))); }
-  ~DeviceScratch() { cudaFree(p); }
+  explicit DeviceScratch(i64 bytes) : p(alloc_device(bytes)) {}
+  ~DeviceScratch() { free_device(p); }
 };
 
 void move_sync(bool pack, const void* origin, i64 count, const Type& type, void* packed) {
@@ -363,9 +274,9 @@ void move_sync(bool pack, const void* origin, i64 count, const Type& type, void*
     DeviceScratch scratch(bytes);
     if (pack) {
       move(true, origin, count, type, scratch.p, nullptr, nullptr);
-      FERRY_CUDA_CHECK(cudaMemcpy(packed, scratch.p, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+      copy(packed, scratch.p, bytes);
     } else {
-      FERRY_CUDA_CHECK(cudaMemcpy(scratch.p, packed, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+      copy(scratch.p, packed, bytes);
       move(false, origin, count, type, scratch.p, nullptr, nullptr);
     }
   } else {
@@ -373,14 +284,14 @@ void move_sync(bool pack, const void* origin, i64 count, const Type& type, void*
     std::vector<char> host(static_cast<std::size_t>(bytes));
     if (pack) {
       detail::cpu_pack(static_cast<const char*>(origin), count, type, host.data());
-      FERRY_CUDA_CHECK(cudaMemcpy(packed, host.data(), host.size(), cudaMemcpyDefault));
+      copy(packed, host.data(), bytes);
     } else {
-      FERRY_CUDA_CHECK(cudaMemcpy(host.data(), packed, host.size(), cudaMemcpyDefault));
+      copy(host.data(), packed, bytes);
       detail::cpu_unpack(host.data(), const_cast<char*>(static_cast<const char*>(origin)), count, type);
     }
     return;
   }
-  FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  sync_stream(nullptr);
 }
 
 }  // namespace
@@ -399,15 +310,13 @@ struct Batch::Impl {
   i64 nblocks = 0;
   int threads = 256;
   DevJob* jobs = nullptr;
-  ~Impl() {
-    if (jobs) cudaFree(jobs);
-  }
+  ~Impl() { free_device(jobs); }
 };
 
 Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::make_unique<Impl>()) {
   impl_->pack = direction == Direction::pack;
   const int device = this_device();
-  const DeviceInfo& info = device_info(device);
+  const LaunchInfo& info = launch_info(device);
   impl_->threads = info.policy.threads;
   std::vector<DevJob> table;
   for (const Job& j : jobs) {
@@ -430,8 +339,8 @@ Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::mak
   impl_->njobs = table.size();
   if (!table.empty()) {
     std::size_t bytes = table.size() * sizeof(DevJob);
-    FERRY_CUDA_CHECK(cudaMalloc(&impl_->jobs, bytes));
-    FERRY_CUDA_CHECK(cudaMemcpy(impl_->jobs, table.data(), bytes, cudaMemcpyHostToDevice));
+    impl_->jobs = static_cast<DevJob*>(alloc_device(static_cast<i64>(bytes)));
+    copy(impl_->jobs, table.data(), static_cast<i64>(bytes));
   }
 }
 
@@ -453,7 +362,7 @@ void Batch::launch(Stream stream, Event done) const {
       detail::batch_kernel<false><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
     check_launch(stream);
   }
-  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
+  if (done) record(done, stream);
 }
 
 }  // namespace ferry::gpu

@@ -15,23 +15,21 @@
 #include <ferry/gpu.hpp>
 
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 #include <utility>
 
-#include "pack/host_pages.hpp"
+#include "gpu/host_pages.hpp"
+#include "gpu/runtime.hpp"
+#include "sys/env.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::gpu {
-
-std::atomic<std::uintptr_t> host_pages::table[host_pages::kSlots] = {};
 
 namespace {
 
@@ -47,10 +45,7 @@ GetAttributesFn driver_get_attributes() {
 }
 
 bool cache_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("FERRY_POINTER_CACHE");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = detail::env::flag(detail::env::Knob::pointer_cache);
   return on;
 }
 
@@ -130,9 +125,7 @@ void settle(const Allocation& a) {
     unsigned one = 1;
     set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(a.base));
   }
-  const cudaError_t rc = cudaStreamSynchronize(cudaStreamLegacy);
-  if (rc != cudaSuccess)
-    detail::fail(MPI_ERR_OTHER, std::string("waiting for the default stream: ") + cudaGetErrorString(rc));
+  sync_stream(legacy_stream());
 }
 
 Memory memory_of(const void* p) {

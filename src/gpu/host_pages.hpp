@@ -1,7 +1,8 @@
 // The pointer cache of pointers.cpp: a direct-mapped table of host pages that the CUDA driver called
 // pageable host memory. memory_of() fills it; the interposer's host fast path (mpi/common.hpp)
-// reads it inline, so a host buffer costs one load and a compare. Builds without CUDA define the
-// table and never fill it.
+// reads it inline, so a host buffer costs one load and a compare (and, from libferry-mpi, the load
+// of the table's address from the GOT: the table lives in libferry). Builds without CUDA define
+// the table (host_pages.cpp) and never fill it.
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,43 @@
+/* ferry/ferry_mpi.h — what libferry-mpi exports besides the MPI_* functions it interposes.
+ *
+ * For programs, tests and tools that talk to the interposer: whether it is loaded, what it did
+ * (counters), and forcing its method choice for measurements. Link with Ferry::mpi (or load
+ * libferry-mpi.so with LD_PRELOAD and look the symbols up with dlsym: a program that links them
+ * directly cannot run without the interposer). All functions are thread-safe and never fail. */
+#ifndef FERRY_FERRY_MPI_H
+#define FERRY_FERRY_MPI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1: the interposer is loaded (a program looks this symbol up to tell). */
+int ferry_mpi_loaded(void);
+
+/* Messages this process sent and received over CUDA IPC so far. */
+long ferry_mpi_ipc_sent(void);
+long ferry_mpi_ipc_received(void);
+/* Messages this process sent pipelined (chunks staged while MPI moves the ones before). */
+long ferry_mpi_pipelined_sent(void);
+
+/* Where world rank `peer` receives, seen from data on CUDA device `device`, as the model's
+ * locality: "same_gpu", "other_gpu" (also while its GPU is not known yet) or "other_node"; NULL
+ * when Ferry's IPC is off or there is no such rank. The string is static. */
+const char* ferry_mpi_locality(int peer, int device);
+
+/* Requests Ferry is still finishing (its table of requests, and active stand-ins of persistent
+ * requests): 0 once everything the application started has completed. */
+long ferry_mpi_pending(void);
+
+/* Forces the method ("staged", "pipelined", "ipc") or the staging pack ("device", "one_shot") of
+ * the messages that follow, for measurements; NULL gives the choice back to the model. Returns 0,
+ * or -1 for a name it does not know (and changes nothing). Not synchronized with messages in
+ * flight: call it between messages. */
+int ferry_mpi_force_method(const char* name);
+int ferry_mpi_force_pack(const char* name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_FERRY_MPI_H */

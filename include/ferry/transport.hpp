@@ -1,0 +1,316 @@
+// ferry/transport.hpp — how bytes move between ranks: the layer under the MPI interposer and the
+// halo-exchange library (both are its clients; neither reaches around it to CUDA or to the other).
+//
+// This part: the topology (node and GPU of each rank, the locality of a pair, a node's GPU-to-GPU
+// bandwidth, simulated layouts for tests), the memory pools (pinned host and per-device), and CUDA
+// IPC (the export side: a handle for a device pointer; the import side: a cache of peers' mapped
+// allocations). There is one transport per process: libferry is a shared library that the
+// interposer and applications link, so a program run under LD_PRELOAD=libferry-mpi.so that also
+// calls Ferry has one set of pools and one IPC cache. The transport calls only PMPI_* functions.
+//
+// Errors: ferry::Error with an MPI error class (bad arguments MPI_ERR_ARG, a rank outside the
+// layout MPI_ERR_RANK, CUDA failures MPI_ERR_OTHER, out of memory MPI_ERR_NO_MEM). All functions
+// are thread-safe unless they say otherwise.
+#pragma once
+
+#include <ferry/gpu.hpp>
+#include <ferry/model.hpp>
+#include <ferry/type.hpp>
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ferry::transport {
+
+// ============================================================================ topology
+
+// Where a rank runs.
+struct Place {
+  int node = 0;  // its node, 0..nodes()-1, numbered in the order of each node's lowest rank
+  int gpu = -1;  // its GPU among its node's, 0..gpus_on(node)-1; -1: none known (no GPU chosen)
+  std::uint64_t key = 0;  // that GPU's ferry::gpu::device_key (its UUID's hash); 0: none or simulated
+};
+
+// A node's GPU-to-GPU bandwidth in GB/s: row i, column j is GPU i to GPU j (indices as Place::gpu).
+// Nodes are assumed alike: one matrix serves every node.
+class Bandwidth {
+ public:
+  Bandwidth() = default;  // no GPUs: every pair at the uniform default
+  // Every pair of `gpus` GPUs at `gbps` (links a placement cannot tell apart).
+  static Bandwidth uniform(int gpus, double gbps = kUniformGbps);
+  // The text format: one row of numbers per GPU, whitespace separated, `#` starts a comment; the
+  // matrix must be square with positive entries (the diagonal is read but not used). `origin`
+  // names the text in errors and in source(). MPI_ERR_ARG on anything else.
+  static Bandwidth parse(const std::string& text, const std::string& origin = "text");
+  // parse() of a file; MPI_ERR_FILE when it cannot be read.
+  static Bandwidth load(const std::string& path);
+  // Times a 64 MiB peer copy each way between every pair of the GPUs this process sees (the
+  // node's GPUs in CUDA's order; run it where all of them are visible). A second or more on a
+  // node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
+  static Bandwidth measure();
+  int gpus() const { return n_; }
+  // GB/s from GPU `from` to GPU `to`; the uniform default for indices outside the matrix (GPUs
+  // not known, or a matrix smaller than the layout).
+  double at(int from, int to) const;
+  // "uniform", "measured", or the origin given to parse/load.
+  const std::string& source() const { return source_; }
+  // The text format, which parse() reads back.
+  std::string to_text() const;
+
+  static constexpr double kUniformGbps = 1.0;
+
+ private:
+  int n_ = 0;
+  std::vector<double> gbps_;
+  std::string source_ = "uniform";
+};
+
+// The nodes and GPUs of a set of ranks, as a plain value: built by discover() for the processes
+// of a communicator, or from a list of places (partition and placement tests build layouts that
+// way, in one process).
+class Topology {
+ public:
+  // Rank r is at places[r]; `self` is this process's rank. Nodes must be numbered 0..N-1 with
+  // every number used and GPUs -1 or 0..G-1 per node (MPI_ERR_ARG otherwise).
+  explicit Topology(std::vector<Place> places, int self = 0, Bandwidth bandwidth = {});
+  // The simulated layout "NxG": `ranks` ranks over `nodes` nodes in blocks (node of rank r:
+  // r * nodes / ranks, so blocks differ by at most one), and within a node over `gpus` GPUs in
+  // blocks the same way. MPI_ERR_ARG for ranks < nodes or a count below 1.
+  static Topology simulated(int nodes, int gpus, int ranks, int self = 0, Bandwidth bandwidth = {});
+  // "4x2" → {4, 2}: nodes, GPUs per node (MPI_ERR_ARG otherwise).
+  static std::pair<int, int> parse_layout(const std::string& text);
+  // Collective over `comm`, with PMPI only. FERRY_TOPOLOGY=NxG gives the simulated layout;
+  // otherwise nodes come from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) and GPUs from the UUID of
+  // each process's current CUDA device, where it has chosen one (no CUDA context yet: -1). The
+  // bandwidth matrix is FERRY_BANDWIDTH's file, else uniform (a file that cannot be read is
+  // reported on stderr and the uniform matrix used; NVML is not consulted). Cost: two allgathers
+  // and a communicator split.
+  static Topology discover(MPI_Comm comm);
+
+  int size() const { return static_cast<int>(places_.size()); }
+  int self() const { return self_; }
+  int nodes() const { return nodes_; }
+  bool simulated() const { return simulated_; }
+  // MPI_ERR_RANK for a rank outside 0..size()-1.
+  const Place& place(int rank) const;
+  // Distinct GPUs with ranks on `node`; the ranks of `node` in increasing order.
+  int gpus_on(int node) const;
+  std::vector<int> ranks_on(int node) const;
+  bool same_node(int a, int b) const { return place(a).node == place(b).node; }
+  // same_gpu: one node, one known GPU; other_gpu: one node otherwise (a GPU not known counts as
+  // another); other_node.
+  model::Locality locality(int a, int b) const;
+  const Bandwidth& bandwidth() const { return bandwidth_; }
+  // GB/s between the GPUs of ranks a and b (on one node; the uniform default otherwise).
+  double bandwidth(int a, int b) const;
+  // One line: "2 nodes (simulated 2x2), 4 ranks: node 0 ranks 0-1 GPUs 0,1; ... ; bandwidth uniform".
+  std::string describe() const;
+
+ private:
+  std::vector<Place> places_;
+  int self_ = 0;
+  int nodes_ = 0;
+  std::vector<int> gpus_;  // per node
+  Bandwidth bandwidth_;
+  bool simulated_ = false;
+};
+
+// ---- The process's transport: its world, set up once.
+// Collective over MPI_COMM_WORLD (every rank calls it; later calls return at once): discovers the
+// topology and splits the node communicator. MPI must be initialized.
+void init();
+// Releases the pools' memory, closes IPC mappings, frees the node communicator; before MPI_Finalize.
+void finalize();
+bool initialized();
+// The topology of MPI_COMM_WORLD (MPI_ERR_OTHER before init()).
+const Topology& world();
+// The processes of this rank's node, as the topology has them (simulated nodes included), ordered
+// by world rank; MPI_COMM_NULL before init().
+MPI_Comm node_comm();
+// The GPU world rank `rank` works on as messages tell (its header names the sender's GPU): a
+// device_key, 0 when not known. At init(), each process's current device, where it had one.
+void learn_gpu(int rank, std::uint64_t key) noexcept;
+std::uint64_t gpu_of(int rank) noexcept;
+// Where world rank `peer` receives, seen from this process's data on CUDA device `device`:
+// other_node per the topology; same_gpu when the peer's GPU (gpu_of) is that device; else (another
+// GPU, or not known yet) other_gpu. MPI_ERR_RANK for a rank outside the world.
+model::Locality locality(int peer, int device);
+
+// ============================================================================ pools
+
+// Buffers in power-of-two size classes from 4 KiB, kept when given back and reused (dissertation
+// §5.8.2): after the first messages of each size, getting a buffer is a lock and a map lookup.
+class Pool {
+ public:
+  using Alloc = std::function<void*(i64 bytes)>;  // throws ferry::Error on failure
+  using Free = std::function<void(void*)>;
+  Pool(Alloc alloc, Free free);
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  // A buffer of at least `bytes` (its class's size); MPI_ERR_ARG for a negative size.
+  void* get(i64 bytes);
+  // Gives a buffer back for reuse; null does nothing; false for a pointer this pool did not give.
+  bool put(void* p) noexcept;
+  // Frees every buffer, in use or not (at finalize: nothing may use them after).
+  void release_all() noexcept;
+  // Bytes allocated (in use and kept).
+  i64 held() const;
+  static i64 size_class(i64 bytes);
+
+ private:
+  Alloc alloc_;
+  Free free_;
+  mutable std::mutex mutex_;
+  std::multimap<i64, void*> free_list_;
+  std::map<void*, i64> sizes_;
+};
+// Pinned, mapped host memory, for staging (plain host memory where there is no GPU, as in the
+// host protocol test).
+Pool& pinned_pool();
+// Device memory of CUDA device `device`, allocated there whatever the caller's current device
+// (MPI_ERR_OTHER without a GPU or for a device that does not exist).
+Pool& device_pool(int device);
+
+// A pool buffer for one scope, or until release() hands it to someone who puts it back.
+class Buffer {
+ public:
+  Buffer(Pool& pool, i64 bytes) : pool_(&pool), p_(pool.get(bytes)) {}
+  ~Buffer() { pool_->put(p_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* get() const { return p_; }
+  void* release() {
+    void* q = p_;
+    p_ = nullptr;
+    return q;
+  }
+
+ private:
+  Pool* pool_;
+  void* p_;
+};
+
+// ============================================================================ CUDA IPC
+
+// A CUDA IPC memory handle (cudaIpcMemHandle_t): 64 bytes another process on the node can open.
+struct IpcHandle {
+  char bytes[64];
+};
+
+// ---- Export: what a peer needs to reach a device pointer of this process.
+struct Export {
+  IpcHandle handle;
+  std::uint64_t base = 0;     // the allocation's address here: with `id`, it names the allocation
+  unsigned long long id = 0;  // the allocation's id (another allocation at the same address has another)
+  i64 offset = 0;             // of the pointer in the allocation
+  int device = -1;            // the allocation's CUDA device
+};
+// Handles by allocation: the first export of an allocation asks CUDA for its handle, later ones
+// are a lookup; an allocation that has none (VMM or stream-ordered pool memory) is remembered too.
+class Exports {
+ public:
+  // The CUDA call, or a fake for tests: false where the allocation at `base` has no handle.
+  using GetHandle = std::function<bool(void* base, IpcHandle* out)>;
+  explicit Exports(GetHandle get);
+  // The export of `p`, which lies in allocation `a` (ferry::gpu::allocation_of); false for memory
+  // other than device memory, or memory without a handle.
+  bool of(const gpu::Allocation& a, const void* p, Export* out);
+  void clear();
+  std::size_t size() const;
+
+ private:
+  GetHandle get_;
+  mutable std::mutex mutex_;
+  struct Entry {
+    unsigned long long id;
+    bool ok;
+    IpcHandle handle;
+  };
+  std::map<std::uint64_t, Entry> by_base_;
+};
+// The process's exports (CUDA's handles).
+Exports& exports();
+// The export of device pointer `p` (asks the driver for its allocation: a few µs); false as above.
+bool export_pointer(const void* p, Export* out);
+
+// ---- Import: peers' allocations mapped into this process, kept for reuse (opening a handle costs
+// far more than a message). Keyed by (peer, the allocation's address there); an export with a new
+// allocation id at that address means the peer freed the old allocation: its mapping is closed
+// (once no one uses it) and the new one opened. At most `capacity` mappings are kept, the least
+// recently used closed first; mappings in use are never closed.
+//
+// Coexisting with other users of CUDA IPC (the application, or the MPI itself, may open the same
+// peer allocation; ucx#3192): current drivers count the opens of one handle in one context and give
+// every opener the same address, and each close only drops its own count, so Ferry's mapping and
+// the program's live side by side. A handle opened in another context of the device (or, with
+// older drivers, opened at all) refuses a second open as "already mapped", and the address it was
+// mapped at cannot be learned: the cache then answers `already_mapped` (remembered for that
+// allocation, so the driver is not asked again until the peer's allocation changes) and the caller
+// moves that message another way (staging). Where Ferry's mapping would stand in the way of the
+// program's own open, FERRY_IPC_CACHE=0 (capacity 0) closes each mapping once its message is done.
+class IpcCache {
+  struct Mapping;
+
+ public:
+  enum class Status { ok, already_mapped, failed };
+  using Open = std::function<Status(const IpcHandle& handle, void** mapped)>;
+  using Close = std::function<void(void* mapped)>;
+  IpcCache(Open open, Close close, std::size_t capacity);
+  ~IpcCache();  // closes nothing (the process's cache lives until exit; finalize closes)
+  IpcCache(const IpcCache&) = delete;
+  IpcCache& operator=(const IpcCache&) = delete;
+
+  // A mapping in use: valid until the Lease goes.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept;
+    Lease& operator=(Lease&& o) noexcept;
+    ~Lease();
+    void* get() const { return ptr_; }
+    explicit operator bool() const { return ptr_ != nullptr; }
+    Status status() const { return status_; }
+
+   private:
+    friend class IpcCache;
+    IpcCache* cache_ = nullptr;
+    Mapping* mapping_ = nullptr;
+    void* ptr_ = nullptr;
+    Status status_ = Status::failed;
+  };
+  // Peer `peer`'s allocation `id` at address `base` there, mapped here through `handle`. An empty
+  // lease (status() says why) when it cannot be mapped.
+  Lease open(int peer, std::uint64_t base, unsigned long long id, const IpcHandle& handle);
+  // Closes every mapping (those in use when their lease goes) and forgets what it knew.
+  void close_all();
+
+  std::size_t mapped() const;  // mappings open now
+  struct Stats {
+    long opens = 0, hits = 0, closes = 0, already_mapped = 0, failures = 0;
+  };
+  Stats stats() const;
+
+ private:
+  friend class Lease;
+  void release(Mapping* m) noexcept;
+  void evict_locked();
+  Open open_;
+  Close close_;
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<int, std::uint64_t>, std::unique_ptr<Mapping>> live_;
+  std::vector<std::unique_ptr<Mapping>> retired_;  // replaced or closed while in use
+  std::uint64_t clock_ = 0;
+  Stats stats_;
+};
+// The process's cache: CUDA's open and close, FERRY_IPC_CACHE mappings.
+IpcCache& ipc_cache();
+
+}  // namespace ferry::transport
