@@ -3,6 +3,8 @@
 // and, within a node, cells to the node's (rank, subdomain) slots (§4.4).
 #include "halo/domain.hpp"
 
+#include <ferry/transport.hpp>
+
 #include <algorithm>
 #include <numeric>
 #include <sstream>
@@ -75,11 +77,16 @@ struct RankInfo {
 
 // Every rank's slots, in rank order, and each rank's node (numbered by lowest member).
 void gather_ranks(Domain::Impl& d, const DomainOptions& o, std::vector<Slot>& slots) {
-  MPI_Comm node_comm;
-  MPI_Comm_split_type(d.comm, MPI_COMM_TYPE_SHARED, d.rank, MPI_INFO_NULL, &node_comm);
+  // Nodes (and a bandwidth matrix) as the transport sees them: FERRY_TOPOLOGY simulates layouts.
+  const transport::Topology topo = transport::Topology::discover(d.comm);
   int leader = d.rank;
-  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_comm);
-  MPI_Comm_free(&node_comm);
+  for (int r = 0; r < topo.size(); ++r)
+    if (topo.place(r).node == topo.place(d.rank).node) leader = std::min(leader, r);
+  d.topology_note = topo.describe();
+  d.bandwidth = topo.bandwidth();
+  d.gpu_index.clear();
+  for (int r = 0; r < topo.size(); ++r)
+    if (topo.place(r).key != 0) d.gpu_index[{topo.place(r).node, topo.place(r).key}] = topo.place(r).gpu;
   std::string err;
   if (o.subdomains < 1) err = "halo: " + std::to_string(o.subdomains) + " subdomains on a rank";
   else if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.subdomains)
@@ -244,7 +251,7 @@ std::string Domain::describe() const {
   std::ostringstream os;
   os << "halo domain " << d.global[0] << " x " << d.global[1] << " x " << d.global[2] << ", grid "
      << d.grid[0] << " x " << d.grid[1] << " x " << d.grid[2] << " on " << d.size << " ranks, "
-     << d.nodes << " node(s): " << d.how;
+     << d.nodes << " node(s): " << d.how << "\n  topology: " << d.topology_note;
   return os.str();
 }
 

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <ferry/halo.hpp>
+#include <ferry/transport.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,7 +30,10 @@ struct Domain::Impl {
   std::vector<Subdomain> local;
   std::vector<int> node_of_rank;
   int nodes = 1;
-  std::string how;  // how the grid was partitioned and placed
+  std::string how;            // how the grid was partitioned and placed
+  std::string topology_note;  // the transport's topology, for describe()
+  transport::Bandwidth bandwidth;  // a node's GPU-to-GPU GB/s (uniform unless measured or given)
+  std::map<std::pair<int, std::uint64_t>, int> gpu_index;  // (node, GPU key) -> row of `bandwidth`
 
   Impl() = default;
   Impl(const Impl&) = delete;

@@ -59,8 +59,24 @@ void place_default(Domain::Impl& d, const DomainOptions& o, const std::vector<Sl
                 : o.placement == Placement::random ? place::Strategy::random
                                                    : place::Strategy::qap;
   po.seed = o.seed;
-  // Without a measured bandwidth matrix every GPU link costs the same (an empty matrix).
-  const place::Placement pl = place::place(part, h, 1, {shape.nodes, shape.gpus_per_node, {}}, po);
+  // The QAP's distances: 1 / the bandwidth between the node's GPUs (the transport's matrix,
+  // FERRY_BANDWIDTH or measured; uniform otherwise), where every unit is a GPU it knows; else every
+  // link alike (an empty matrix).
+  place::Matrix cost;
+  if (uniform && slots[0].gpu != 0) {
+    const auto& u = units[0];
+    bool known = true;
+    for (std::uint64_t k : u) known &= d.gpu_index.count({0, k}) > 0;
+    if (known) {
+      place::Matrix bw(static_cast<int>(u.size()));
+      for (std::size_t i = 0; i < u.size(); ++i)
+        for (std::size_t j = 0; j < u.size(); ++j)
+          bw(static_cast<int>(i), static_cast<int>(j)) =
+              i == j ? 0.0 : d.bandwidth.at(d.gpu_index.at({0, u[i]}), d.gpu_index.at({0, u[j]}));
+      cost = place::cost_from_bandwidth(bw);
+    }
+  }
+  const place::Placement pl = place::place(part, h, 1, {shape.nodes, shape.gpus_per_node, cost}, po);
   const place::Int3 g = part.grid();
   for (int a = 0; a < 3; ++a) {
     d.grid[a] = g[a];
