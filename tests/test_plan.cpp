@@ -7,11 +7,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
+#include <string>
 #include <random>
 #include <vector>
 
+#include "pack/batch_plan.hpp"
 #include "pack/plan_build.hpp"
 #include "random_type.hpp"
+#include "type_pairs.hpp"
 
 namespace {
 
@@ -117,6 +121,157 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
   std::printf("plans: %d strided, %d general\n", strided, general);
   EXPECT_GT(general, n / 20);
   EXPECT_GT(strided, n / 20);
+}
+
+// The batch's chunks cover every move exactly once, in order, in pieces of at most the chunk
+// size that start at multiples of 16 and are equal but for each move's last.
+TEST(Batch, PartitionCoversEveryMoveInEqualAlignedChunks) {
+  std::mt19937_64 rng(99);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<i64> sizes(1 + rng() % 40);
+    for (auto& n : sizes) {
+      const int kind = static_cast<int>(rng() % 4);
+      n = kind == 0 ? 0 : kind == 1 ? static_cast<i64>(rng() % 300) : static_cast<i64>(rng() % 2000000);
+      if (rng() % 2) n = n / 8 * 8;
+    }
+    const i64 chunk = ferry::detail::chunk_bytes(
+        std::accumulate(sizes.begin(), sizes.end(), i64{0}), 1 + static_cast<int>(rng() % 200), {});
+    ASSERT_EQ(chunk % 16, 0);
+    ASSERT_GE(chunk, 4096);
+    ASSERT_LE(chunk, 32768);
+    const std::vector<ferry::detail::Chunk> chunks = ferry::detail::partition(sizes, chunk);
+    std::size_t at = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+      i64 covered = 0, first_size = -1;
+      for (; at < chunks.size() && chunks[at].move == m; ++at) {
+        const auto& c = chunks[at];
+        ASSERT_EQ(c.begin, covered) << "move " << m;
+        ASSERT_EQ(c.begin % 16, 0);
+        ASSERT_GT(c.end, c.begin);
+        ASSERT_LE(c.end - c.begin, chunk);
+        if (first_size < 0) first_size = c.end - c.begin;
+        else if (c.end != sizes[m]) ASSERT_EQ(c.end - c.begin, first_size);
+        covered = c.end;
+      }
+      ASSERT_EQ(covered, sizes[m]) << "move " << m;
+    }
+    ASSERT_EQ(at, chunks.size());
+  }
+  // The size follows the batch: small batches still fill the GPU, large ones cap the block's work.
+  ferry::detail::ChunkPolicy policy;
+  EXPECT_EQ(ferry::detail::chunk_bytes(i64{1} << 30, 132, policy), 32768);
+  EXPECT_EQ(ferry::detail::chunk_bytes(1572864, 132, policy), 4096);
+  EXPECT_EQ(ferry::detail::chunk_bytes(132 * 8 * 10000, 132, policy), 10000);
+  EXPECT_EQ(ferry::detail::chunk_bytes(132 * 8 * 10001, 132, policy), 10016);
+  policy.fixed = 1000;
+  EXPECT_EQ(ferry::detail::chunk_bytes(i64{1} << 30, 132, policy), 1008);
+}
+
+TEST(Batch, ChunksAreOrderedByKeyStably) {
+  std::vector<ferry::detail::Chunk> chunks;
+  std::vector<std::uint64_t> key;
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    chunks.push_back({i * 16, i * 16 + 16, i, 0, 0, 0});
+    key.push_back((i * 37) % 10);
+  }
+  ferry::detail::order_chunks(chunks, key);
+  for (std::size_t i = 1; i < chunks.size(); ++i) {
+    const std::uint64_t a = (chunks[i - 1].move * 37) % 10, b = (chunks[i].move * 37) % 10;
+    ASSERT_TRUE(a < b || (a == b && chunks[i - 1].move < chunks[i].move));
+  }
+}
+
+// The batch kernels' records and arithmetic, emulated on the CPU chunk by chunk, for copies
+// between random layouts of equal size and for packs and unpacks: every byte of the destination
+// buffers must be what the CPU engine's pack then unpack gives. Lean records wherever both sides
+// fit them, general records always (the general kernel runs strided moves too when a batch mixes).
+struct HostSide {
+  ferry::detail::HostPlan hp;
+  ferry::detail::SidePlan side(char* base) const {
+    ferry::detail::SidePlan s;
+    s.typed = true;
+    s.head = hp.head;
+    s.head.plan.pieces = hp.pieces.data();
+    s.head.plan.shapes = hp.shapes.data();
+    s.base = reinterpret_cast<std::uintptr_t>(base);
+    return s;
+  }
+};
+
+// Runs one move (records of both kinds where they apply) and compares `dst` with `want`.
+void check_move(const ferry::detail::SidePlan& src, const ferry::detail::SidePlan& dst, i64 bytes,
+                char* dst_buf, const std::vector<char>& before, const std::vector<char>& want,
+                std::mt19937_64& rng, const std::string& what) {
+  using namespace ferry::detail;
+  const int lw = move_lw(src, dst);
+  // Slot pointers below the bases, offsets making up the difference, as a batch's shared slots.
+  const std::int64_t so = static_cast<std::int64_t>(rng() % 64), dof = static_cast<std::int64_t>(rng() % 64);
+  const std::vector<char*> slots{reinterpret_cast<char*>(src.base) - so, reinterpret_cast<char*>(dst.base) - dof};
+  std::vector<Chunk> chunks = partition({bytes}, 16 * (1 + static_cast<i64>(rng() % 8)));
+  for (auto& c : chunks) c.dst_slot = 1;
+  const bool lean = (!src.typed || lean_fits(src.head)) && (!dst.typed || lean_fits(dst.head));
+  for (int general = lean ? 0 : 1; general < 2; ++general) {
+    std::copy(before.begin(), before.end(), dst_buf);
+    if (general) emulate_general({make_general(src, dst, lw, so, dof)}, chunks, slots);
+    else emulate_lean({make_lean(src, dst, lw, so, dof)}, chunks, slots);
+    ASSERT_TRUE(std::equal(want.begin(), want.end(), dst_buf))
+        << what << (general ? " (general record)" : " (lean record)") << ", word size " << (1 << lw);
+  }
+}
+
+TEST(Batch, EmulatedMovesMatchTheCpuEngine) {
+  const int n = env_int("FERRY_PLAN_TYPES", 3000) / 2;
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 31337;
+  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  std::mt19937_64 rng(base);
+  int lean_copies = 0, general_copies = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
+    ferry_test::TypePair p = ferry_test::make_pair(seed);
+    const ferry::Type ts = ferry::translate(p.src), td = ferry::translate(p.dst);
+    const i64 bytes = ts.size() * p.src_count;
+    if (bytes == 0 || p.dst_overlaps) {
+      ferry_test::release(p);
+      continue;
+    }
+    HostSide hs{ferry::detail::build_plan(ts, p.src_count)};
+    HostSide hd{ferry::detail::build_plan(td, p.dst_count)};
+    const ferry_test::Span ss = ferry_test::span_of(p.src, p.src_count);
+    const ferry_test::Span ds = ferry_test::span_of(p.dst, p.dst_count);
+    // Buffers 16-aligned, then shifted so that the word size varies.
+    const i64 shift_s = static_cast<i64>(rng() % 3) * 4, shift_d = static_cast<i64>(rng() % 2) * 8;
+    std::vector<std::uint64_t> src_words(static_cast<std::size_t>(ss.size / 8 + 4));
+    std::vector<std::uint64_t> dst_words(static_cast<std::size_t>(ds.size / 8 + 4));
+    for (auto& w : src_words) w = rng();
+    char* src = reinterpret_cast<char*>(src_words.data()) + shift_s;
+    char* dst = reinterpret_cast<char*>(dst_words.data()) + shift_d;
+    std::vector<char> before(dst, dst + ds.size), want = before;
+    std::vector<char> packed(static_cast<std::size_t>(bytes) + 16);
+    i64 pos = 0;
+    ferry::pack(src + ss.origin, p.src_count, ts, packed.data(), bytes, &pos);
+    pos = 0;
+    ferry::unpack(packed.data(), bytes, &pos, want.data() + ds.origin, p.dst_count, td);
+    const std::string what = "seed " + std::to_string(seed) + "\n" + p.description;
+    const auto s = hs.side(src + ss.origin), d = hd.side(dst + ds.origin);
+    (ferry::detail::lean_fits(s.head) && ferry::detail::lean_fits(d.head) ? lean_copies : general_copies) += 1;
+    check_move(s, d, bytes, dst, before, want, rng, "copy, " + what);
+    // Pack into a 16-aligned buffer, and unpack from it.
+    std::vector<std::uint64_t> out_words(static_cast<std::size_t>(bytes / 8 + 4));
+    char* out = reinterpret_cast<char*>(out_words.data());
+    ferry::detail::SidePlan flat;
+    flat.base = reinterpret_cast<std::uintptr_t>(out);
+    const std::vector<char> out_before(out, out + bytes + 16);
+    std::vector<char> out_want = out_before;
+    std::copy(packed.begin(), packed.begin() + bytes, out_want.begin());
+    check_move(s, flat, bytes, out, out_before, out_want, rng, "pack, " + what);
+    std::copy(packed.begin(), packed.begin() + bytes, out);
+    check_move(flat, d, bytes, dst, before, want, rng, "unpack, " + what);
+    ferry_test::release(p);
+  }
+  std::printf("copies: %d lean, %d general only\n", lean_copies, general_copies);
+  EXPECT_GT(lean_copies, n / 10);
+  EXPECT_GT(general_copies, n / 10);
 }
 
 }  // namespace

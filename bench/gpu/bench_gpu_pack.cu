@@ -11,7 +11,12 @@
 // Cases: 2-D objects (packed size 64 B .. 64 MiB x blocks 1 B .. 4 KiB; pitch 512 B, or twice the
 // block for blocks of 512 B and more), the -X/-Y/-Z faces of a 256^3 grid (radius 3, 8-byte values,
 // 512-byte row pitch as in the dissertation), the 26 faces x 8 quantities of a halo exchange as one
-// batch, and an irregular indexed layout. Writes JSON (--json FILE) and prints a table.
+// batch (and its x faces, y/z faces, edges and corners apart), the Astaroth case's periodic
+// self-exchange as one batch of copies against its hand-written baselines (bench_gpu_halo.cu), and
+// an irregular indexed layout. Methods ending in _device_only are timed with the host's cost of
+// issuing them hidden (Timer::device_median): the GPU's own time.
+// Flags: --quick (no 2-D sweep), --halo (only faces, batches and the self-exchange: ~1 minute),
+// --json FILE. Writes JSON, prints a table and, last, a summary table for docs/performance.md.
 #include <cuda_runtime.h>
 #include <ferry/gpu.hpp>
 #include <ferry/type.hpp>
@@ -27,84 +32,27 @@
 #include <string>
 #include <vector>
 
+#include "bench_gpu_common.cuh"
 #include "cuda_check.hpp"
+
+namespace bench {
+
+__global__ void spin_kernel(long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < static_cast<unsigned long long>(ns));
+}
+
+void spin(long long ns) { spin_kernel<<<1, 1>>>(ns); }
+
+}  // namespace bench
 
 namespace {
 
-using ferry::i64;
+using namespace bench;
 
-
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-  }
-  // Median time in seconds of `reps` runs of f (each timed alone), after `warm` untimed runs.
-  double median(const std::function<void()>& f, int reps = 30, int warm = 3) {
-    for (int i = 0; i < warm; ++i) f();
-    CK(cudaDeviceSynchronize());
-    std::vector<double> t;
-    for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(a));
-      f();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms * 1e-3);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
-
-struct Result {
-  std::string group, name, method;
-  i64 bytes;      // packed bytes
-  i64 block;      // contiguous block bytes (0: mixed)
-  double seconds;
-  std::string note;
-};
-std::vector<Result> results;
-
-void record(const std::string& group, const std::string& name, const std::string& method,
-            i64 bytes, i64 block, double s, const std::string& note = "") {
-  results.push_back({group, name, method, bytes, block, s, note});
-}
-
-ferry::Type commit(MPI_Datatype t) {
-  MPI_Type_commit(&t);
-  ferry::Type r = ferry::translate(t);
-  MPI_Type_free(&t);
-  return r;
-}
-
-// Sectors of 32 B read by a list of (offset, length) blocks.
-struct SectorCount {
-  i64 sectors = 0;
-  void add(i64 off, i64 len) {
-    if (len <= 0) return;
-    sectors += (off + len - 1) / 32 - off / 32 + 1;
-  }
-};
-
-double copy_rate = 0;  // bytes read + written per second, device to device
-
-double roofline(i64 sectors, i64 bytes) { return (32.0 * sectors + bytes) / copy_rate; }
-
-void measure_copy_rate(Timer& tm) {
-  const std::size_t n = std::size_t{1} << 30;
-  char *a, *b;
-  CK(cudaMalloc(&a, n));
-  CK(cudaMalloc(&b, n));
-  CK(cudaMemset(a, 1, n));
-  double s = tm.median([&] { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 20);
-  copy_rate = 2.0 * n / s;
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  std::printf("device-to-device copy: %.0f GB/s (read + write, 1 GiB)\n", copy_rate / 1e9);
-}
 
 template <class W>
 __global__ void hand2d(const char* __restrict__ src, char* __restrict__ dst, i64 words, i64 total,
@@ -282,6 +230,28 @@ void run_faces(Timer& tm, char* packed) {
     SectorCount sc;
     sectors_of_box(sc, r, r, r, f.ex, f.ey, f.ez);
     record("face", f.name, "roofline", bytes, f.ex * 8, roofline(sc.sectors, bytes));
+    if (f.name[1] != 'X') continue;
+    // Where the -X face's time goes: the GPU alone (host cost hidden), one launch of a 1-job
+    // Batch (no per-call checks), and the one-kernel copy of the interior slab into the +X halo
+    // of the same grid (the self-send of a periodic code), against an empty kernel's launch.
+    record("face", f.name, "ferry_pack_device_only", bytes, f.ex * 8,
+           tm.device_median([&] { ferry::gpu::pack_async(grid, 1, ty, packed); }, 100));
+    ferry::gpu::Batch one(ferry::gpu::Direction::pack, {{grid, packed, 1, &ty}});
+    record("face", f.name, "ferry_batch_1job", bytes, f.ex * 8, tm.median([&] { one.launch(); }, 100));
+    record("face", f.name, "ferry_batch_1job_device_only", bytes, f.ex * 8,
+           tm.device_median([&] { one.launch(); }, 100));
+    ferry::Type halo = box(n + r, r, r, f.ex, f.ey, f.ez);
+    record("face", f.name, "ferry_copy_to_halo", bytes, f.ex * 8,
+           tm.median([&] { ferry::gpu::copy_async(grid, 1, ty, grid, 1, halo); }, 100));
+    record("face", f.name, "ferry_copy_to_halo_device_only", bytes, f.ex * 8,
+           tm.device_median([&] { ferry::gpu::copy_async(grid, 1, ty, grid, 1, halo); }, 100));
+    SectorCount hc;
+    sectors_of_box(hc, n + r, r, r, f.ex, f.ey, f.ez);  // written sectors of the halo
+    record("face", f.name, "copy_roofline", bytes, f.ex * 8,
+           32.0 * (sc.sectors + hc.sectors) / copy_rate);
+    record("face", f.name, "empty_kernel", 0, 0, tm.median([&] { empty_kernel<<<1, 32>>>(); }, 100));
+    record("face", f.name, "empty_kernel_device_only", 0, 0,
+           tm.device_median([&] { empty_kernel<<<1, 32>>>(); }, 100));
   }
   CK(cudaFree(grid));
 }
@@ -325,25 +295,44 @@ void run_batch(Timer& tm) {
   for (const ferry::Type& t : types) total += t.size() * quantities;
   char* packed;
   CK(cudaMalloc(&packed, total + 16 * types.size() * quantities));
-  std::vector<ferry::gpu::Job> jobs;
-  SectorCount sc;
+  // Jobs by class too, to see where the time goes: x faces (24 B rows), y/z faces (2 KiB rows),
+  // edges and corners (small).
+  std::vector<ferry::gpu::Job> jobs, by_class[3];
+  SectorCount sc, class_sc[3];
+  i64 class_bytes[3] = {0, 0, 0};
   i64 at = 0;
   for (int q = 0; q < quantities; ++q)
     for (std::size_t i = 0; i < types.size(); ++i) {
-      jobs.push_back({grids[static_cast<std::size_t>(q)], packed + at, 1, &types[i]});
-      at += (types[i].size() + 15) / 16 * 16;
       const Box& b = boxes[i];
+      const ferry::gpu::Job job{grids[static_cast<std::size_t>(q)], packed + at, 1, &types[i]};
+      jobs.push_back(job);
+      at += (types[i].size() + 15) / 16 * 16;
       sectors_of_box(sc, b.x0, b.y0, b.z0, b.ex, b.ey, b.ez);
+      const int thin = (b.ex == Grid::r) + (b.ey == Grid::r) + (b.ez == Grid::r);
+      const int k = thin > 1 ? 2 : b.ex == Grid::r ? 0 : 1;
+      by_class[k].push_back(job);
+      sectors_of_box(class_sc[k], b.x0, b.y0, b.z0, b.ex, b.ey, b.ez);
+      class_bytes[k] += types[i].size();
     }
   ferry::gpu::Batch batch(ferry::gpu::Direction::pack, jobs);
   const std::string name = std::to_string(jobs.size()) + " jobs";
   record("batch", name, "ferry_batch", total, 0, tm.median([&] { batch.launch(); }, 50));
+  record("batch", name, "ferry_batch_device_only", total, 0,
+         tm.device_median([&] { batch.launch(); }, 50));
   record("batch", name, "ferry_separate_launches", total, 0, tm.median([&] {
            for (const auto& j : jobs) ferry::gpu::pack_async(j.origin, 1, *j.type, j.packed);
          }, 20));
   ferry::gpu::Batch unbatch(ferry::gpu::Direction::unpack, jobs);
   record("batch", name, "ferry_batch_unpack", total, 0, tm.median([&] { unbatch.launch(); }, 50));
   record("batch", name, "roofline", total, 0, roofline(sc.sectors, total));
+  const char* class_name[3] = {"x faces", "y/z faces", "edges+corners"};
+  for (int k = 0; k < 3; ++k) {
+    ferry::gpu::Batch part(ferry::gpu::Direction::pack, by_class[k]);
+    record("batch", class_name[k], "ferry_batch_device_only", class_bytes[k], 0,
+           tm.device_median([&] { part.launch(); }, 50));
+    record("batch", class_name[k], "roofline", class_bytes[k], 0,
+           roofline(class_sc[k].sectors, class_bytes[k]));
+  }
   for (auto& g : grids) CK(cudaFree(g));
   CK(cudaFree(packed));
 }
@@ -396,8 +385,9 @@ void write_json(const char* path) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const char* json = "bench_gpu_pack.json";
-  bool quick = false;
+  bool quick = false, halo = false;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--halo")) halo = quick = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--large-only")) large_only = true;
@@ -429,13 +419,19 @@ int main(int argc, char** argv) {
     run_overhead(packed);
     run_faces(tm, packed);
     run_batch(tm);
-    run_indexed(tm, mem, packed);
+    run_halo_copy(tm);
+    if (!halo) run_indexed(tm, mem, packed);
   }
   write_json(json);
-  std::printf("%-8s %-16s %-24s %12s %12s\n", "group", "case", "method", "time_us", "GB/s");
+  std::printf("%-8s %-16s %-32s %12s %12s\n", "group", "case", "method", "time_us", "GB/s");
   for (const Result& r : results)
-    std::printf("%-8s %-16s %-24s %12.2f %12.1f\n", r.group.c_str(), r.name.c_str(), r.method.c_str(),
+    std::printf("%-8s %-16s %-32s %12.2f %12.1f\n", r.group.c_str(), r.name.c_str(), r.method.c_str(),
                 r.seconds * 1e6, r.bytes ? r.bytes / r.seconds / 1e9 : 0.0);
+  if (!large_only && !tuning) {
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    print_summary(prop.name);
+  }
   CK(cudaFree(mem));
   CK(cudaFree(packed));
   CK(cudaFreeHost(pinned));

@@ -9,7 +9,8 @@
 // of an indexed type) stay dimensions, so the table has one entry per block of the irregular part;
 // streams *inside* it are unrolled into pieces (up to 4M pieces; beyond that the GPU engine refuses
 // the type with MPI_ERR_TYPE). Strided shapes have at most 16 dimensions. Contiguous types are one
-// cudaMemcpyAsync. A Batch packs many (buffer, count, type, destination) jobs in one launch.
+// cudaMemcpyAsync. copy_async moves data from one layout straight into another. A Batch moves many
+// packs, unpacks and copies in one launch, with pointers it can change between launches.
 //
 // The header needs no CUDA headers: Stream and Event are cudaStream_t and cudaEvent_t.
 //
@@ -94,9 +95,26 @@ void free_pinned(void* p) noexcept;
 // like cudaMemcpy, and complete when it returns.
 void copy(void* dst, const void* src, i64 bytes);
 
+// Copies `scount` elements of `stype` at `src` into the layout of `dcount` elements of `dtype` at
+// `dst`: the bytes packing src would give, unpacked into dst, by ONE kernel and with no packed
+// buffer in between (what a receive from oneself does). dst may be memory of another GPU mapped
+// by peer access or CUDA IPC. Both sides must hold the same number of bytes (count x size): a
+// smaller dst is MPI_ERR_TRUNCATE, a larger one MPI_ERR_COUNT. Both must be reachable by the GPU
+// (MPI_ERR_BUFFER otherwise); overlapping src and dst give undefined results. Asynchronous on
+// `stream` with no host synchronization (capturable in a CUDA graph); `done` is recorded after.
+// Cost: the host work of pack_async (two pointer queries, one plan lookup per type) and one
+// launch; a contiguous side makes it a pack or an unpack, two contiguous sides one
+// cudaMemcpyAsync. The word size is the widest both layouts and both addresses allow (<= 16 B).
+void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
+                const Type& dtype, Stream stream = nullptr, Event done = nullptr);
+// Synchronous version for any memory: two host buffers use the CPU engine, a pageable side is
+// staged (as pack/unpack do). Complete when it returns.
+void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
+          const Type& dtype);
+
 enum class Direction { pack, unpack };
 
-// One job of a batch: `count` elements of `type` at `origin`, packed at `packed`.
+// One job of a pack or unpack batch: `count` elements of `type` at `origin`, packed at `packed`.
 struct Job {
   void* origin;
   void* packed;
@@ -104,20 +122,79 @@ struct Job {
   const Type* type;  // must outlive the Batch
 };
 
-// Many jobs moved by one kernel launch. Building a Batch plans every job and uploads the job table
-// once; launch() then costs one kernel launch, however many jobs there are.
+// One side of a Move. With a type, `count` elements of it at the side's buffer (a user's array);
+// without one (type null), a packed buffer: the move's bytes back to back (count is ignored).
+// The buffer is `ptr`, or, with slot >= 0, the batch's pointer slot `slot` plus `offset` bytes
+// (ptr ignored): sides that share a slot follow it when Batch::set_slot changes it.
+struct Side {
+  void* ptr = nullptr;
+  i64 count = 0;
+  const Type* type = nullptr;  // must outlive the Batch
+  int slot = -1;
+  i64 offset = 0;
+};
+
+// One move of a Batch. Pack: typed src, packed dst. Unpack: packed src, typed dst. Copy: both
+// typed, the same number of bytes on both sides, no packed buffer in between (copy_async's rules).
+struct Move {
+  Side src;
+  Side dst;
+};
+
+// Many moves by ONE kernel launch: any mix of packs, unpacks and copies, from and to any buffers
+// the GPU reaches (device memory, mapped pinned host memory, peer or IPC-mapped memory of another
+// GPU). Building a Batch plans every move, splits all of them into chunks of about equal bytes
+// (one per CUDA block) and uploads one device table: pointer slots, move records, chunks.
+//
+// Pointers are read by the kernel from the table's slots, so buffers can change without a new
+// plan and without re-capturing a CUDA graph that holds the launch: rebind() or set_slot() change
+// the host's copy, upload(stream) writes the changes to the device IN STREAM ORDER (a small
+// kernel carrying the new values in its arguments: no host wait, nothing to keep alive): launches
+// enqueued on that stream before the upload use the old pointers, launches after it the new ones.
+// A launch on another stream sees the new pointers only if it is ordered after the upload (an
+// event). launch() uploads pending changes first on its own stream; inside a stream capture that
+// is refused (MPI_ERR_ARG), since the captured upload would re-apply today's pointers at every
+// replay: upload before capturing, and before each replay that should see new pointers.
+//
+// Ordering between moves is not defined: moves whose destinations overlap, or whose destination
+// another move reads, give undefined results. A Batch belongs to the device current when it is
+// built; it is not thread-safe (one thread at a time changes and launches it).
+//
+// Errors (ferry::Error): a move with no type on either side or a type the GPU engine cannot plan
+// -> MPI_ERR_TYPE; negative count -> MPI_ERR_COUNT; copy sides of different sizes ->
+// MPI_ERR_TRUNCATE / MPI_ERR_COUNT as copy_async; a buffer the GPU cannot reach or a null packed
+// buffer -> MPI_ERR_BUFFER; a bad slot or move index -> MPI_ERR_ARG; CUDA failures -> MPI_ERR_OTHER.
+//
+// Costs: building plans each move (types' plans are cached) and does a cudaMalloc and a
+// synchronous upload (not allowed inside a capture). launch() is one kernel launch, with no host
+// synchronization, allocation or pointer query: capturable. rebind/set_slot cost one pointer
+// query each (the new buffer must be reachable); upload one small launch per 240 changed entries.
 class Batch {
  public:
+  // Packs or unpacks every job (the moves {origin -> packed} or {packed -> origin}).
   Batch(Direction direction, const std::vector<Job>& jobs);
+  // Any moves; `slots` are the initial pointers of the shared slots that sides refer to.
+  explicit Batch(const std::vector<Move>& moves, const std::vector<void*>& slots = {});
   ~Batch();
   Batch(Batch&&) noexcept;
   Batch& operator=(Batch&&) noexcept;
-  void launch(Stream stream = nullptr, Event done = nullptr) const;
+
+  // Moves every move (uploading pending pointer changes first); `done` is recorded after.
+  void launch(Stream stream = nullptr, Event done = nullptr);
+  // Points move `move`'s source and destination buffers (its `ptr`, for sides without a slot) at
+  // src and dst; null keeps a side's buffer. A side with a slot: MPI_ERR_ARG (use set_slot). The
+  // new buffer may have another alignment: the move's word size follows it.
+  void rebind(std::size_t move, void* src, void* dst);
+  // Points shared slot `slot` at `ptr`: every side using it moves with it.
+  void set_slot(std::size_t slot, void* ptr);
+  // Writes changed pointers (and the records of moves whose word size changed) to the device, in
+  // order on `stream`. A no-op when nothing changed.
+  void upload(Stream stream = nullptr);
+  // Moves given to the constructor (jobs for the Direction form), empty ones included.
   std::size_t size() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
 }  // namespace ferry::gpu

@@ -35,4 +35,16 @@ void pack(const void* inbuf, i64 count, const Type& type, void* outbuf, i64 outs
 // Unpacks `count` elements of `type` from inbuf[*position, insize) into `outbuf`, advancing *position.
 void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 count, const Type& type);
 
+// Copies `scount` elements of `stype` at `src` into the layout of `dcount` elements of `dtype` at
+// `dst`: exactly what packing src and unpacking the packed bytes into dst gives (a receive from
+// oneself, a periodic halo's interior into its halo), without the packed buffer. Both sides must
+// hold the same number of bytes (scount x size): a smaller dst is MPI_ERR_TRUNCATE, a larger one
+// MPI_ERR_COUNT; negative counts MPI_ERR_COUNT; a null buffer whose type is not absolute
+// (MPI_BOTTOM) MPI_ERR_BUFFER. Overlapping src and dst give undefined results. Device or managed
+// memory on either side: the GPU engine (ferry::gpu::copy, one kernel), synchronously. Host
+// memory: the CPU engine walks the contiguous blocks of both sides at once when both are strided
+// (one fixed-size move per block when the block sizes agree) or one is contiguous, and goes
+// through a temporary packed buffer otherwise.
+void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount, const Type& dtype);
+
 }  // namespace ferry

@@ -82,4 +82,24 @@ void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 coun
   *position += bytes;
 }
 
+void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
+          const Type& dtype) {
+  check_count(scount);
+  check_count(dcount);
+  const i64 bytes = pack_size(scount, stype);
+  const i64 room = pack_size(dcount, dtype);
+  if (room < bytes)
+    fail(MPI_ERR_TRUNCATE, "copy destination holds " + std::to_string(room) + " bytes, the source " +
+                               std::to_string(bytes));
+  if (room > bytes)
+    fail(MPI_ERR_COUNT, "copy destination holds " + std::to_string(room) + " bytes, more than the "
+                        "source's " + std::to_string(bytes) + ": a copy fills its destination exactly");
+  check_data(src, scount, stype, "source");
+  check_data(dst, dcount, dtype, "destination");
+  if (bytes == 0) return;
+  if (on_gpu(src, scount, stype, static_cast<const char*>(dst) + dtype.data_lb(dcount)))
+    gpu::copy(src, scount, stype, dst, dcount, dtype);
+  else detail::cpu_copy(static_cast<const char*>(src), scount, stype, static_cast<char*>(dst), dcount, dtype);
+}
+
 }  // namespace ferry

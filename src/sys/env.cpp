@@ -56,6 +56,11 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "Threads per block of the pack kernels; 0: the tuning table (for tuning runs)."},
     {Knob::gpu_blocks_per_sm, "FERRY_GPU_BLOCKS_PER_SM", Kind::integer, "0", 0, 64, "",
      "Most blocks per multiprocessor a pack grid asks for; 0: the tuning table."},
+    {Knob::batch_chunk, "FERRY_BATCH_CHUNK", Kind::bytes, "0", 0, i64{1} << 30, "",
+     "Bytes per CUDA block of a Batch (tuning); 0: chosen from the batch's size."},
+    {Knob::batch_order, "FERRY_BATCH_ORDER", Kind::flag, "1", 0, 0, "",
+     "1 runs a Batch's chunks in the order of the addresses they read or write (neighbouring "
+     "memory at the same time); 0 in the order of the moves."},
     {Knob::topology, "FERRY_TOPOLOGY", Kind::layout, "", 0, 0, "",
      "A simulated layout for tests: N nodes of G GPUs, ranks assigned to nodes and GPUs in "
      "blocks (e.g. `4x2`). Unset: the machine's own."},
@@ -341,6 +346,15 @@ bool halo_verbose() {
 }
 const std::string& halo_method() {
   static const std::string v = text(Knob::halo_method);
+  return v;
+}
+
+std::int64_t batch_chunk() {
+  static const std::int64_t v = integer(Knob::batch_chunk);
+  return v;
+}
+int batch_order() {
+  static const int v = flag(Knob::batch_order) ? 1 : 0;
   return v;
 }
 

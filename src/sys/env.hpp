@@ -38,6 +38,8 @@ enum class Knob : int {
   debug_sync,
   gpu_threads,
   gpu_blocks_per_sm,
+  batch_chunk,
+  batch_order,
   topology,
   bandwidth,
   halo_method,
@@ -118,5 +120,11 @@ std::string hostname();
 double halo_timeout();
 bool halo_verbose();
 const std::string& halo_method();
+
+// FERRY_BATCH_CHUNK (0 = chosen from the batch's size): bytes per CUDA block of a Batch, for tuning.
+std::int64_t batch_chunk();
+// FERRY_BATCH_ORDER (1): 1 runs a Batch's chunks in the order of the addresses they read or write
+// (neighbouring memory at the same time); 0 in the order of the moves.
+int batch_order();
 
 }  // namespace ferry::detail::env

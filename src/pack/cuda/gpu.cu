@@ -1,7 +1,10 @@
-// The GPU engine's host side: per-type device tables, word-size and kernel selection, launches with
-// checked errors, and batches. Every CUDA call besides the launches goes through the GPU layer
-// (gpu/runtime.hpp).
+// The GPU engine's host side for single calls: device facts, per-type device tables, word-size and
+// kernel selection, launches with checked errors. Batches and copies are in batch.cu. Device
+// facts for callers outside the pack engine, pinned memory and copies are the GPU layer's
+// (gpu/runtime.cpp).
 #include <ferry/gpu.hpp>
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,8 +14,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "gpu/runtime.hpp"
 #include "pack/cpu/engine.hpp"
+#include "pack/cuda/engine.hpp"
 #include "pack/cuda/kernels.cuh"
 #include "pack/plan_build.hpp"
 #include "sys/env.hpp"
@@ -20,31 +23,29 @@
 
 namespace ferry::gpu {
 
-using detail::DevJob;
 using detail::fail;
 using detail::HostPlan;
 using detail::PlanHead;
 using detail::Plan;
 
+namespace impl {
+
 namespace {
-
-// A device's multiprocessors and the launch shape of its architecture (the tuning table, or the
-// FERRY_GPU_THREADS / FERRY_GPU_BLOCKS_PER_SM overrides).
-struct LaunchInfo {
-  int sms = 0;
-  detail::LaunchPolicy policy{};
-};
-
 constexpr int kMaxDevices = 64;
+}  // namespace
 
-const LaunchInfo& launch_info(int device) {
-  static LaunchInfo infos[kMaxDevices];
+const DeviceInfo& device_info(int device) {
+  static DeviceInfo infos[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   if (device < 0 || device >= kMaxDevices) fail(MPI_ERR_OTHER, "CUDA device index out of range");
   std::call_once(once[device], [device] {
-    const DeviceInfo& d = device_info(device);
-    infos[device].sms = d.sms;
-    infos[device].policy = detail::launch_policy(d.major, d.minor);
+    cudaDeviceProp prop{};
+    FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    infos[device].sms = prop.multiProcessorCount;
+    infos[device].policy = detail::launch_policy(prop.major, prop.minor);
+    std::uint64_t h = 0xCBF29CE484222325ULL;  // FNV-1a over the 16 bytes
+    for (char b : prop.uuid.bytes) h = (h ^ static_cast<unsigned char>(b)) * 0x100000001B3ULL;
+    infos[device].key = h ? h : 1;
     if (detail::env::gpu_threads() > 0) infos[device].policy.threads = detail::env::gpu_threads();
     if (detail::env::gpu_blocks_per_sm() > 0)
       infos[device].policy.blocks_per_sm = detail::env::gpu_blocks_per_sm();
@@ -52,18 +53,22 @@ const LaunchInfo& launch_info(int device) {
   return infos[device];
 }
 
-// Device memory released when its owner goes.
-struct DeviceFree {
-  void operator()(void* p) const { free_device(p); }
-};
-using DeviceBytes = std::unique_ptr<void, DeviceFree>;
+int this_device() {
+  int d = 0;
+  FERRY_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
 
 DeviceBytes upload(const void* host, std::size_t bytes) {
   if (bytes == 0) return nullptr;
-  DeviceBytes owned(alloc_device(static_cast<i64>(bytes)));
-  copy(owned.get(), host, static_cast<i64>(bytes));
+  void* p = nullptr;
+  FERRY_CUDA_CHECK(cudaMalloc(&p, bytes));
+  DeviceBytes owned(p);
+  FERRY_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
   return owned;
 }
+
+namespace {
 
 // A type's count-independent plan and, for general forms, its tables in device memory; one per
 // (type, device). Looked up on every call: a shared lock and one hash probe. Entries hold the type's
@@ -135,7 +140,8 @@ const TypeTables& tables_for(const Type& type, int device) {
   return *found;  // entries are only erased once their type is gone
 }
 
-// The plan of `count` elements with its device tables bound.
+}  // namespace
+
 PlanHead plan_for(const Type& type, i64 count, int device) {
   const TypeTables& t = tables_for(type, device);
   PlanHead hp = detail::with_count(t.one, type, count);
@@ -144,27 +150,45 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
   return hp;
 }
 
-// Memory is classified where the data is: the origin itself may lie outside any allocation.
-const void* first_byte(const void* origin, i64 count, const Type& type) {
-  return static_cast<const char*>(origin) + type.data_lb(count);
+void check_launch(cudaStream_t stream) {
+  FERRY_CUDA_CHECK(cudaGetLastError());
+  if (detail::env::debug_sync()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    FERRY_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    if (status == cudaStreamCaptureStatusNone) FERRY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 }
+
+void check_reachable(const void* p, const char* what) {
+  if (!reachable(memory_of(p)))
+    fail(MPI_ERR_BUFFER, std::string("the ") + what + " is pageable host memory, which a GPU "
+                         "kernel cannot reach; use device, managed or mapped pinned host memory");
+}
+
+i64 blocks_for(i64 words, const DeviceInfo& info) {
+  const i64 tile = i64{info.policy.threads} * detail::kUnroll;
+  return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
+                                        i64{info.sms} * info.policy.blocks_per_sm));
+}
+
+}  // namespace impl
+
+using namespace impl;
+
+namespace {
 
 void check_args(const void* origin, i64 count, const Type& type, const void* packed) {
   if (count < 0) fail(MPI_ERR_COUNT, "negative count: " + std::to_string(count));
   if (count == 0 || type.size() == 0) return;
   // A null origin is MPI_BOTTOM (absolute displacements): the data's own address is checked.
   if (packed == nullptr) fail(MPI_ERR_BUFFER, "packed buffer is null");
-  if (!reachable(memory_of(first_byte(origin, count, type))))
-    fail(MPI_ERR_BUFFER, "the unpacked buffer is pageable host memory, which a GPU kernel cannot "
-                         "reach; use device, managed or pinned host memory");
-  if (!reachable(memory_of(packed)))
-    fail(MPI_ERR_BUFFER, "the packed buffer is pageable host memory, which a GPU kernel cannot "
-                         "reach; use device memory or mapped pinned host memory");
+  check_reachable(first_byte(origin, count, type), "unpacked buffer");
+  check_reachable(packed, "packed buffer");
 }
 
 template <class Idx, int LW, bool Pack>
 void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threads,
-                    Stream s) {
+                    cudaStream_t s) {
   using detail::StridedPlan;
   using detail::strided_kernel;
   switch (pl.shape.nd) {
@@ -183,7 +207,7 @@ void launch_strided(const Plan& pl, char* mem, char* packed, int grid, int threa
 
 template <class Idx, bool Pack>
 void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int threads,
-                  Stream s) {
+                  cudaStream_t s) {
 #define FERRY_LW_CASE(LW)                                                                   \
   case LW:                                                                                  \
     if (pl.npieces)                                                                         \
@@ -201,40 +225,42 @@ void launch_words(const Plan& pl, int lw, char* mem, char* packed, int grid, int
 #undef FERRY_LW_CASE
 }
 
-i64 blocks_for(i64 words, const LaunchInfo& info) {
-  const i64 tile = i64{info.policy.threads} * detail::kUnroll;
-  return std::max<i64>(1, std::min<i64>((words + tile - 1) / tile,
-                                        i64{info.sms} * info.policy.blocks_per_sm));
+}  // namespace
+
+void impl::run_plan(bool pack, PlanHead hp, char* mem, char* pk, int device, cudaStream_t stream) {
+  if (hp.contiguous) {
+    char* at = mem + hp.plan.start;
+    FERRY_CUDA_CHECK(cudaMemcpyAsync(pack ? pk : at, pack ? at : pk,
+                                     static_cast<std::size_t>(hp.bytes), cudaMemcpyDefault,
+                                     stream));
+    return;
+  }
+  const int lw = detail::choose_lw(hp, mem, pk);
+  detail::set_word(hp, lw);
+  const DeviceInfo& info = device_info(device);
+  const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
+  const int threads = info.policy.threads;
+  if (hp.wide) {
+    if (pack) launch_words<std::uint64_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+    else launch_words<std::uint64_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+  } else {
+    if (pack) launch_words<std::uint32_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
+    else launch_words<std::uint32_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
+  }
+  check_launch(stream);
 }
 
+namespace {
+
 void move(bool pack, const void* origin, i64 count, const Type& type, const void* packed,
-          Stream stream, Event done) {
+          cudaStream_t stream, cudaEvent_t done) {
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
     const int device = this_device();
-    PlanHead hp = plan_for(type, count, device);
-    char* mem = const_cast<char*>(static_cast<const char*>(origin));
-    char* pk = const_cast<char*>(static_cast<const char*>(packed));
-    if (hp.contiguous) {
-      char* at = mem + hp.plan.start;
-      copy_async(pack ? pk : at, pack ? at : pk, hp.bytes, stream);
-    } else {
-      const int lw = detail::choose_lw(hp, mem, pk);
-      detail::set_word(hp, lw);
-      const LaunchInfo& info = launch_info(device);
-      const int grid = static_cast<int>(blocks_for(hp.plan.total, info));
-      const int threads = info.policy.threads;
-      if (hp.wide) {
-        if (pack) launch_words<std::uint64_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
-        else launch_words<std::uint64_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
-      } else {
-        if (pack) launch_words<std::uint32_t, true>(hp.plan, lw, mem, pk, grid, threads, stream);
-        else launch_words<std::uint32_t, false>(hp.plan, lw, mem, pk, grid, threads, stream);
-      }
-      check_launch(stream);
-    }
+    run_plan(pack, plan_for(type, count, device), const_cast<char*>(static_cast<const char*>(origin)),
+             const_cast<char*>(static_cast<const char*>(packed)), device, stream);
   }
-  if (done) record(done, stream);
+  if (done) FERRY_CUDA_CHECK(cudaEventRecord(done, stream));
 }
 
 }  // namespace
@@ -254,8 +280,8 @@ namespace {
 // Device scratch for staging through pageable host memory; freed on scope exit.
 struct DeviceScratch {
   void* p = nullptr;
-  explicit DeviceScratch(i64 bytes) : p(alloc_device(bytes)) {}
-  ~DeviceScratch() { free_device(p); }
+  explicit DeviceScratch(i64 bytes) { FERRY_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(bytes))); }
+  ~DeviceScratch() { cudaFree(p); }
 };
 
 void move_sync(bool pack, const void* origin, i64 count, const Type& type, void* packed) {
@@ -274,9 +300,9 @@ void move_sync(bool pack, const void* origin, i64 count, const Type& type, void*
     DeviceScratch scratch(bytes);
     if (pack) {
       move(true, origin, count, type, scratch.p, nullptr, nullptr);
-      copy(packed, scratch.p, bytes);
+      FERRY_CUDA_CHECK(cudaMemcpy(packed, scratch.p, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
     } else {
-      copy(scratch.p, packed, bytes);
+      FERRY_CUDA_CHECK(cudaMemcpy(scratch.p, packed, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
       move(false, origin, count, type, scratch.p, nullptr, nullptr);
     }
   } else {
@@ -284,14 +310,14 @@ void move_sync(bool pack, const void* origin, i64 count, const Type& type, void*
     std::vector<char> host(static_cast<std::size_t>(bytes));
     if (pack) {
       detail::cpu_pack(static_cast<const char*>(origin), count, type, host.data());
-      copy(packed, host.data(), bytes);
+      FERRY_CUDA_CHECK(cudaMemcpy(packed, host.data(), host.size(), cudaMemcpyDefault));
     } else {
-      copy(host.data(), packed, bytes);
+      FERRY_CUDA_CHECK(cudaMemcpy(host.data(), packed, host.size(), cudaMemcpyDefault));
       detail::cpu_unpack(host.data(), const_cast<char*>(static_cast<const char*>(origin)), count, type);
     }
     return;
   }
-  sync_stream(nullptr);
+  FERRY_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 }  // namespace
@@ -302,67 +328,6 @@ void pack(const void* origin, i64 count, const Type& type, void* packed) {
 
 void unpack(const void* packed, void* origin, i64 count, const Type& type) {
   move_sync(false, origin, count, type, const_cast<void*>(packed));
-}
-
-struct Batch::Impl {
-  bool pack = true;
-  std::size_t njobs = 0;
-  i64 nblocks = 0;
-  int threads = 256;
-  DevJob* jobs = nullptr;
-  ~Impl() { free_device(jobs); }
-};
-
-Batch::Batch(Direction direction, const std::vector<Job>& jobs) : impl_(std::make_unique<Impl>()) {
-  impl_->pack = direction == Direction::pack;
-  const int device = this_device();
-  const LaunchInfo& info = launch_info(device);
-  impl_->threads = info.policy.threads;
-  std::vector<DevJob> table;
-  for (const Job& j : jobs) {
-    if (j.type == nullptr) fail(MPI_ERR_TYPE, "batch job without a type");
-    check_args(j.origin, j.count, *j.type, j.packed);
-    if (j.count == 0 || j.type->size() == 0) continue;
-    PlanHead hp = plan_for(*j.type, j.count, device);
-    // A contiguous plan is a strided shape of one block with no dimensions: the same kernel.
-    DevJob dj{};
-    dj.mem = static_cast<char*>(j.origin);
-    dj.packed = static_cast<char*>(j.packed);
-    dj.lw = detail::choose_lw(hp, dj.mem, dj.packed);
-    detail::set_word(hp, dj.lw);
-    dj.plan = hp.plan;
-    dj.wide = hp.wide ? 1 : 0;
-    dj.first_block = impl_->nblocks;
-    impl_->nblocks += blocks_for(hp.plan.total, info);
-    table.push_back(dj);
-  }
-  impl_->njobs = table.size();
-  if (!table.empty()) {
-    std::size_t bytes = table.size() * sizeof(DevJob);
-    impl_->jobs = static_cast<DevJob*>(alloc_device(static_cast<i64>(bytes)));
-    copy(impl_->jobs, table.data(), static_cast<i64>(bytes));
-  }
-}
-
-Batch::~Batch() = default;
-Batch::Batch(Batch&&) noexcept = default;
-Batch& Batch::operator=(Batch&&) noexcept = default;
-
-std::size_t Batch::size() const { return impl_ ? impl_->njobs : 0; }
-
-void Batch::launch(Stream stream, Event done) const {
-  if (!impl_) fail(MPI_ERR_ARG, "launch of a moved-from Batch");
-  if (impl_->njobs > 0) {
-    if (impl_->nblocks > INT32_MAX) fail(MPI_ERR_OTHER, "batch needs too many blocks");
-    const auto grid = static_cast<unsigned>(impl_->nblocks);
-    const int n = static_cast<int>(impl_->njobs);
-    if (impl_->pack)
-      detail::batch_kernel<true><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
-    else
-      detail::batch_kernel<false><<<grid, impl_->threads, 0, stream>>>(impl_->jobs, n, impl_->nblocks);
-    check_launch(stream);
-  }
-  if (done) record(done, stream);
 }
 
 }  // namespace ferry::gpu

@@ -1,4 +1,4 @@
-// pack/cuda/kernels.cuh — the pack kernels. Thin __global__ wrappers over one loop (move_words)
+// pack/cuda/kernels.cuh — the single-call pack kernels (batches: batch_kernels.cuh). Thin __global__ wrappers over one loop (move_words)
 // that moves packed words [first, n) of a plan, `kUnroll` words per thread per trip, loads first
 // then stores. The plan's index arithmetic (pack/plan.hpp) turns a packed word index into a byte
 // offset in memory; LW (log2 word size), ND (dimensions, -1 = run time) and the index width are
@@ -91,64 +91,6 @@ __global__ void strided_kernel(const P pl, char* mem, char* packed) {
 template <class Idx, int LW, bool Pack>
 __global__ void general_kernel(const Plan pl, char* mem, char* packed) {
   move_words<Idx, LW, Pack, GeneralAt<Idx, LW>>(pl, mem, packed, blockIdx.x, gridDim.x);
-}
-
-// One job of a batch, as the batch kernel reads it.
-struct DevJob {
-  Plan plan;             // total set for lw; general plans point at the type's device tables
-  char* mem;             // origin of element 0
-  char* packed;
-  std::int64_t first_block;  // this job's first block in the grid
-  int lw;
-  int wide;
-};
-
-template <class Idx, bool Pack>
-__device__ __forceinline__ void batch_job(const DevJob& job, Idx block, Idx nblocks) {
-  const bool general = job.plan.npieces != 0;
-#define FERRY_BATCH_CASE(LW)                                                                  \
-  case LW:                                                                                   \
-    if (general)                                                                             \
-      move_words<Idx, LW, Pack, GeneralAt<Idx, LW>>(job.plan, job.mem, job.packed, block,     \
-                                                    nblocks);                                \
-    else                                                                                     \
-      move_words<Idx, LW, Pack, StridedAt<Idx, LW, -1>>(job.plan, job.mem, job.packed, block, \
-                                                        nblocks);                            \
-    return;
-  switch (job.lw) {
-    FERRY_BATCH_CASE(0)
-    FERRY_BATCH_CASE(1)
-    FERRY_BATCH_CASE(2)
-    FERRY_BATCH_CASE(3)
-    FERRY_BATCH_CASE(4)
-  }
-#undef FERRY_BATCH_CASE
-}
-
-// Block b works on the job whose [first_block, next first_block) holds b.
-template <bool Pack>
-__global__ void batch_kernel(const DevJob* __restrict__ jobs, int njobs, std::int64_t nblocks) {
-  __shared__ int job_index;
-  if (threadIdx.x == 0) {
-    int lo = 0, hi = njobs - 1;
-    const std::int64_t b = blockIdx.x;
-    while (lo < hi) {
-      int mid = (lo + hi + 1) >> 1;
-      if (jobs[mid].first_block <= b) lo = mid;
-      else hi = mid - 1;
-    }
-    job_index = lo;
-  }
-  __syncthreads();
-  const DevJob& job = jobs[job_index];
-  const std::int64_t end = job_index + 1 < njobs ? jobs[job_index + 1].first_block : nblocks;
-  const std::int64_t block = blockIdx.x - job.first_block, count = end - job.first_block;
-  if (job.wide)
-    batch_job<std::uint64_t, Pack>(job, static_cast<std::uint64_t>(block),
-                                   static_cast<std::uint64_t>(count));
-  else
-    batch_job<std::uint32_t, Pack>(job, static_cast<std::uint32_t>(block),
-                                   static_cast<std::uint32_t>(count));
 }
 
 }  // namespace ferry::detail

@@ -14,6 +14,15 @@ struct LaunchPolicy {
 // memory requests are in flight per thread.
 constexpr int kUnroll = 4;
 
+// Batch kernels (batch_kernels.cuh): block size fixed at compile time, since it is also their
+// __launch_bounds__ (FERRY_GPU_THREADS does not change it). 256 as the single-call kernels. At
+// least kBatchMinBlocks resident blocks per SM caps the lean kernel at 64 registers; it needs
+// fewer (ptxas, CUDA 13, sm_90: see docs/performance.md "Batch kernels"), so the cap never spills.
+// Predicted, to be measured: the batch's speed does not depend on occupancy above 50 % (32 B in
+// flight per thread x 1024 threads x 132 SMs = 4.3 MB, above the ~3 MB the H100's HBM needs).
+constexpr int kBatchThreads = 256;
+constexpr int kBatchMinBlocks = 6;
+
 inline LaunchPolicy launch_policy(int /*cc_major*/, int /*cc_minor*/) {
   // sm_90 (H200, 2026-11-22, tools/gpu-check; docs/performance.md "Launch shape"): threads per
   // block 128 / 256 / 512, GB/s packed:

@@ -1,0 +1,36 @@
+// tests/type_pairs.hpp — seeded pairs of layouts that hold the same number of bytes, for the copy
+// tests (ferry::copy, ferry::gpu::copy_async, copy moves of a Batch): (src type, src count) and
+// (dst type, dst count). Each pair comes from one seed, built by one of several recipes so that
+// every path of the engines runs: two generator types (random_type.hpp) whose sizes have a small
+// ratio; a generator type against a byte-indexed, a byte-vector or a contiguous layout of its size;
+// and two 3-D boxes of equal extents in arrays of the same or of different shapes (the halo case).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ferry_test {
+
+struct TypePair {
+  MPI_Datatype src = MPI_DATATYPE_NULL;  // committed (or named); release() frees them
+  MPI_Datatype dst = MPI_DATATYPE_NULL;
+  bool src_named = false, dst_named = false;
+  int src_count = 1, dst_count = 1;
+  bool dst_overlaps = false;  // dst's type map writes some byte twice (unpack order matters)
+  std::string description;
+};
+
+TypePair make_pair(std::uint64_t seed);
+void release(TypePair& pair);
+
+// Where `count` elements of `type` fit in a buffer: the origin's offset (a multiple of 16) and the
+// buffer's size, with at least 64 bytes of margin on both sides.
+struct Span {
+  std::int64_t origin = 0;
+  std::int64_t size = 0;
+};
+Span span_of(MPI_Datatype type, int count);
+
+}  // namespace ferry_test
