@@ -26,7 +26,7 @@ Fields
   --dir-width K W        direction K = (x+1)+3(y+1)+9(z+1) gets width W (26-value form; repeat)
 Ferry
   --methods LIST         comma list of runs: auto (the model picks) or a forced method: local, peer,
-                         ipc, staged, pipelined, mpi (default auto)
+                         ipc, staged, pipelined, mpi (default auto); none: baselines only
   --memory host|device   where the arrays are (default host)
   --graphs on|off        CUDA graphs for the GPU-only part (default on)
   --fused | --separate   one pack and one unpack launch per GPU, or one per region
@@ -121,8 +121,10 @@ Config parse(int argc, char** argv) {
     else if (s == "--dir-width") {
       const int k = std::stoi(next());
       c.dir_widths.emplace_back(k, std::stoi(next()));
-    } else if (s == "--methods") c.methods = split_list(next());
-    else if (s == "--memory") {
+    } else if (s == "--methods") {
+      c.methods = split_list(next());
+      if (c.methods.size() == 1 && c.methods[0] == "none") c.methods.clear();
+    } else if (s == "--memory") {
       const std::string m = next();
       if (m != "host" && m != "device") throw std::runtime_error("--memory host or device");
       c.device = m == "device";

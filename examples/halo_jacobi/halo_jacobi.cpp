@@ -126,7 +126,10 @@ int run(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (a.device && !hj::gpu_built()) throw std::runtime_error("--device: no usable GPU in this build or machine");
+  if (a.device && !hj::gpu_built()) {
+    if (rank == 0) std::printf("halo_jacobi: --device: no usable GPU in this build or machine: skipped\n");
+    return 77;  // what CTest calls skipped
+  }
   const int fields = a.astaroth ? 8 : 1, w = a.astaroth ? 3 : 1;
   const fh::Widths widths = a.astaroth ? fh::Widths::uniform(3) : fh::Widths::uniform(1).faces_only();
 

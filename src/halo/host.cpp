@@ -184,13 +184,14 @@ bool HostBackend::try_put(End& e) {
 
 void HostBackend::run_copies() {
   for (const Copy& c : p_.copies) {
-    ferry::detail::cpu_pack(p_.data(c.src_sub, c.field), 1, c.src, scratch_.data());
-    const char* from = scratch_.data();
-    if (c.method == Method::peer) {  // the peer path: pack, move to the other side's buffer, unpack
-      std::memcpy(scratch2_.data(), scratch_.data(), static_cast<std::size_t>(c.bytes));
-      from = scratch2_.data();
+    if (c.method == Method::local) {  // interior to halo in one walk, no buffer
+      ferry::detail::cpu_copy(p_.data(c.src_sub, c.field), 1, c.src, p_.data(c.dst_sub, c.field), 1, c.dst);
+      continue;
     }
-    ferry::detail::cpu_unpack(from, p_.data(c.dst_sub, c.field), 1, c.dst);
+    // The peer path: pack, move to the other side's buffer, unpack.
+    ferry::detail::cpu_pack(p_.data(c.src_sub, c.field), 1, c.src, scratch_.data());
+    std::memcpy(scratch2_.data(), scratch_.data(), static_cast<std::size_t>(c.bytes));
+    ferry::detail::cpu_unpack(scratch2_.data(), p_.data(c.dst_sub, c.field), 1, c.dst);
   }
 }
 

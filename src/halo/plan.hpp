@@ -67,6 +67,7 @@ class Backend {
   virtual bool test() = 0;
   virtual void finish(gpu::Stream stream) = 0;
   virtual void swapped() {}  // the fields' pointers changed (swap)
+  virtual void wait() {}     // the GPU work of the last exchange is done (exchange() is blocking)
 };
 
 }  // namespace detail

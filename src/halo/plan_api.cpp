@@ -77,6 +77,7 @@ bool Plan::test() {
 void Plan::exchange() {
   start(nullptr);
   finish(nullptr);
+  impl_->backend->wait();
 }
 
 void Plan::swap() {
