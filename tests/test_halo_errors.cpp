@@ -9,6 +9,8 @@
 
 #include "halo_grid.hpp"
 
+extern "C" long long halo_c_smoke(MPI_Comm comm);  // halo_capi_c.c
+
 namespace {
 
 using namespace halo_test;
@@ -205,5 +207,7 @@ TEST(HaloErrors, CApi) {
   EXPECT_EQ(ferry_halo_domain_free(&dom), MPI_SUCCESS);
   EXPECT_EQ(dom, nullptr);
 }
+
+TEST(HaloErrors, CApiFromC) { EXPECT_EQ(halo_c_smoke(MPI_COMM_WORLD), 0) << ferry_error_string(); }
 
 }  // namespace
