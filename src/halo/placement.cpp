@@ -3,6 +3,7 @@
 #include <ferry/place.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <random>
@@ -108,6 +109,21 @@ void place_default(Domain::Impl& d, const DomainOptions& o, const std::vector<Sl
   d.how = std::string(uniform ? "" : "nodes hold different numbers of subdomains, one level: ") +
           "nodes " + dims(part.node_grid) + ", per node " + dims(part.gpu_grid) + ", per " +
           (slots[0].gpu != 0 ? "GPU " : "rank ") + dims(part.sub_grid) + ", " + how + " placement";
+  // Where the halo's bytes go under this placement (per byte of element, with the hint's widths):
+  // inside a GPU, between nodes, and between the GPUs of a node by the cost of their link, so a
+  // placement on uneven links shows what it keeps off the slow ones.
+  const place::Traffic tr = place::traffic(place::halo_flows(part, h, 1), pl.node, pl.gpu, cost);
+  d.how += "; halo points per exchange: inside a " + std::string(slots[0].gpu != 0 ? "GPU " : "rank ") +
+           std::to_string(tr.same_gpu) + ", between nodes " + std::to_string(tr.inter_node);
+  for (const place::LinkClass& lc : tr.intra_node) {
+    if (cost.empty() || lc.cost <= 0) {
+      d.how += ", between " + std::string(slots[0].gpu != 0 ? "GPUs" : "ranks") + " of a node " + std::to_string(lc.bytes);
+      continue;
+    }
+    char gbps[32];
+    std::snprintf(gbps, sizeof gbps, "%.0f", 1.0 / lc.cost);
+    d.how += ", over " + std::string(gbps) + " GB/s links " + std::to_string(lc.bytes);
+  }
 }
 
 }  // namespace ferry::halo::detail
