@@ -122,7 +122,19 @@ void ipc_handshake(Plan::Impl& p, DeviceBackendState& s) {
     End& e = s.out[i];
     if (e.msg->method != Method::ipc) continue;
     const IpcOffer& o = offers_in[i];
-    if (o.ok && e.devs.size() == 1) {
+    int me = 0;
+    MPI_Comm_rank(p.comm, &me);
+    if (o.ok && e.devs.size() == 1 && e.msg->peer == me) {
+      // A forced put to this process itself: its own buffer, no mapping (CUDA opens no handle of
+      // the process that made it).
+      for (End& r : s.in)
+        if (r.msg->peer == me && r.msg->method == Method::ipc && r.dev) {
+          e.remote = r.dev;
+          e.ready = r.ready;
+          e.freed = r.freed;
+          answers_out[i] = 1;
+        }
+    } else if (o.ok && e.devs.size() == 1) {
       gpu::DeviceScope scope(s.devs[e.home].device);
       const int peer = world_rank(p.comm, e.msg->peer);
       e.lease = transport::ipc_cache().open(peer, o.buffer.base, o.buffer.id, o.buffer.handle);
