@@ -307,4 +307,53 @@ TEST(Halo, WidthsMeaning) {
   EXPECT_THROW(fh::Widths().set({0, 0, 0}, 1), ferry::Error);
 }
 
+// Placement on a Summit-like node (dissertation §4.4): 6 GPUs in two triplets, 100 GB/s inside a
+// triplet, 64 GB/s across the X-bus, simulated (FERRY_TOPOLOGY=1x6, FERRY_BANDWIDTH) on 6 host
+// ranks. The node-aware placement (the QAP) must move no more halo over the slow links, and cost no
+// more in bytes / bandwidth, than the trivial or random ones; the report is printed.
+TEST(Halo, PlacementOnSummitLikeLinks) {
+  if (size_of() != 6) GTEST_SKIP() << "needs 6 ranks";
+  const std::string path = "/tmp/ferry_halo_summit_" + std::to_string(rank_of()) + ".txt";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 6; ++i) {
+      for (int j = 0; j < 6; ++j) std::fprintf(f, "%s ", i == j ? "900" : (i / 3 == j / 3 ? "100" : "64"));
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+  }
+  setenv("FERRY_TOPOLOGY", "1x6", 1);
+  setenv("FERRY_BANDWIDTH", path.c_str(), 1);
+  auto slow_and_cost = [&](fh::Placement pl, std::uint64_t seed) {
+    fh::DomainOptions o;
+    o.periodic = {true, true, false};
+    o.placement = pl;
+    o.seed = seed;
+    o.halo_hint = fh::Widths::uniform(2);
+    fh::Domain dom = fh::Domain::create(MPI_COMM_WORLD, {96, 60, 40}, o);
+    i64 slow = 0;
+    double cost = 0;
+    for (const auto& [gbps, points] : dom.placement_report().links) {
+      if (gbps > 0 && gbps < 80) slow += points;
+      if (gbps > 0) cost += static_cast<double>(points) / gbps;
+    }
+    if (rank_of() == 0) std::printf("%s\n", dom.describe().c_str());
+    return std::make_pair(slow, cost);
+  };
+  const auto qap = slow_and_cost(fh::Placement::node_aware, 1);
+  const auto trivial = slow_and_cost(fh::Placement::trivial, 1);
+  EXPECT_LE(qap.second, trivial.second + 1e-9);
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    const auto random = slow_and_cost(fh::Placement::random, seed);
+    EXPECT_LE(qap.second, random.second + 1e-9) << "seed " << seed;
+  }
+  if (rank_of() == 0)
+    std::printf("halo points over the 64 GB/s links: node-aware %lld, trivial %lld\n",
+                static_cast<long long>(qap.first), static_cast<long long>(trivial.first));
+  unsetenv("FERRY_TOPOLOGY");
+  unsetenv("FERRY_BANDWIDTH");
+  std::remove(path.c_str());
+}
+
 }  // namespace

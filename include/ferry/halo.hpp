@@ -49,6 +49,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ferry::halo {
@@ -132,6 +133,16 @@ struct DomainOptions {
   Widths halo_hint = Widths::uniform(1);
 };
 
+// Where one exchange's halo points go under a placement (the default partition's, weighed with
+// DomainOptions::halo_hint; per byte of element): inside one GPU (or, for host memory, one
+// process), between nodes, and between the GPUs of a node per class of link bandwidth (GB/s from
+// the transport's matrix, FERRY_BANDWIDTH; 0 where every link is alike).
+struct PlacementReport {
+  i64 same_gpu = 0;
+  i64 inter_node = 0;
+  std::vector<std::pair<double, i64>> links;
+};
+
 struct Subdomain {
   int id = 0;         // cell of the subdomain grid, x fastest
   Index3 coord{};     // position in the subdomain grid
@@ -153,6 +164,7 @@ class Domain {
   Subdomain at(Index3 coord) const;             // any cell of the grid
   int owner(int id) const;                       // rank of a cell
   std::string describe() const;                  // partition and placement, for people
+  PlacementReport placement_report() const;
 
   struct Impl;
   std::shared_ptr<const Impl> shared() const { return impl_; }

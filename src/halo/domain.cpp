@@ -117,9 +117,19 @@ void gather_ranks(Domain::Impl& d, const DomainOptions& o, std::vector<Slot>& sl
   MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_LONG_LONG, all.data(), counts.data(),
                  displs.data(), MPI_LONG_LONG, d.comm);
   for (std::size_t r = 0; r < info.size(); ++r)
-    for (int i = 0; i < info[r].subdomains; ++i)
-      slots.push_back({static_cast<int>(r), i, static_cast<int>(all[displs[r] + 2 * i]),
-                       static_cast<std::uint64_t>(all[displs[r] + 2 * i + 1])});
+    for (int i = 0; i < info[r].subdomains; ++i) {
+      const auto key = static_cast<std::uint64_t>(all[displs[r] + 2 * i + 1]);
+      const transport::Place& pl = topo.place(static_cast<int>(r));
+      std::uint64_t unit = key;
+      if (unit == 0 && topo.simulated() && pl.gpu >= 0) {
+        // A simulated GPU: host ranks take the layout's GPUs, so placement tests run on CI.
+        unit = (std::uint64_t{1} << 62) | static_cast<std::uint64_t>(pl.node) << 20 | static_cast<std::uint64_t>(pl.gpu);
+        d.gpu_index[{pl.node, unit}] = pl.gpu;
+      } else if (unit == 0) {
+        unit = (std::uint64_t{1} << 63) | static_cast<std::uint64_t>(r);
+      }
+      slots.push_back({static_cast<int>(r), i, static_cast<int>(all[displs[r] + 2 * i]), key, unit});
+    }
 }
 
 void check_grid(const Domain::Impl& d, const DomainOptions& o, int total) {
@@ -245,6 +255,8 @@ Subdomain Domain::at(Index3 c) const {
     if (c[a] < 0 || c[a] >= impl_->grid[a]) fail(MPI_ERR_ARG, "halo: grid coordinate out of range");
   return impl_->subdomain(impl_->id_of(c));
 }
+
+PlacementReport Domain::placement_report() const { return impl_->report; }
 
 std::string Domain::describe() const {
   const Impl& d = *impl_;

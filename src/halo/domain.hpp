@@ -32,6 +32,7 @@ struct Domain::Impl {
   int nodes = 1;
   std::string how;            // how the grid was partitioned and placed
   std::string topology_note;  // the transport's topology, for describe()
+  PlacementReport report;     // where the halo's points go (default partition only)
   transport::Bandwidth bandwidth;  // a node's GPU-to-GPU GB/s (uniform unless measured or given)
   std::map<std::pair<int, std::uint64_t>, int> gpu_index;  // (node, GPU key) -> row of `bandwidth`
 

@@ -25,7 +25,8 @@ void place_default(Domain::Impl& d, const DomainOptions& o, const std::vector<Sl
   const int total = static_cast<int>(slots.size());
   // The middle level of the hierarchy is what holds subdomains: a GPU, or for host memory the
   // process (its subdomains share one memory as a GPU's do).
-  auto unit = [](const Slot& s) -> std::uint64_t { return s.gpu != 0 ? s.gpu : (std::uint64_t{1} << 63) | static_cast<std::uint64_t>(s.rank); };
+  auto unit = [](const Slot& s) { return s.unit; };
+  const bool gpus = (slots[0].unit >> 63) == 0;  // the middle level is GPUs (real or simulated)
   std::vector<std::vector<std::uint64_t>> units(static_cast<std::size_t>(d.nodes));
   std::map<std::pair<int, std::uint64_t>, std::vector<int>> unit_slots;
   for (int s = 0; s < total; ++s) {
@@ -64,7 +65,7 @@ void place_default(Domain::Impl& d, const DomainOptions& o, const std::vector<Sl
   // FERRY_BANDWIDTH or measured; uniform otherwise), where every unit is a GPU it knows; else every
   // link alike (an empty matrix).
   place::Matrix cost;
-  if (uniform && slots[0].gpu != 0) {
+  if (uniform && gpus && d.bandwidth.source() != "uniform") {
     const auto& u = units[0];
     bool known = true;
     for (std::uint64_t k : u) known &= d.gpu_index.count({0, k}) > 0;
@@ -108,16 +109,20 @@ void place_default(Domain::Impl& d, const DomainOptions& o, const std::vector<Sl
   };
   d.how = std::string(uniform ? "" : "nodes hold different numbers of subdomains, one level: ") +
           "nodes " + dims(part.node_grid) + ", per node " + dims(part.gpu_grid) + ", per " +
-          (slots[0].gpu != 0 ? "GPU " : "rank ") + dims(part.sub_grid) + ", " + how + " placement";
+          (gpus ? "GPU " : "rank ") + dims(part.sub_grid) + ", " + how + " placement";
   // Where the halo's bytes go under this placement (per byte of element, with the hint's widths):
   // inside a GPU, between nodes, and between the GPUs of a node by the cost of their link, so a
   // placement on uneven links shows what it keeps off the slow ones.
   const place::Traffic tr = place::traffic(place::halo_flows(part, h, 1), pl.node, pl.gpu, cost);
-  d.how += "; halo points per exchange: inside a " + std::string(slots[0].gpu != 0 ? "GPU " : "rank ") +
+  d.report.same_gpu = tr.same_gpu;
+  d.report.inter_node = tr.inter_node;
+  for (const place::LinkClass& lc : tr.intra_node)
+    d.report.links.emplace_back(cost.empty() || lc.cost <= 0 ? 0.0 : 1.0 / lc.cost, lc.bytes);
+  d.how += "; halo points per exchange: inside a " + std::string(gpus ? "GPU " : "rank ") +
            std::to_string(tr.same_gpu) + ", between nodes " + std::to_string(tr.inter_node);
   for (const place::LinkClass& lc : tr.intra_node) {
     if (cost.empty() || lc.cost <= 0) {
-      d.how += ", between " + std::string(slots[0].gpu != 0 ? "GPUs" : "ranks") + " of a node " + std::to_string(lc.bytes);
+      d.how += ", between " + std::string(gpus ? "GPUs" : "ranks") + " of a node " + std::to_string(lc.bytes);
       continue;
     }
     char gbps[32];

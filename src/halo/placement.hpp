@@ -12,6 +12,10 @@ namespace ferry::halo::detail {
 struct Slot {
   int rank, local, device;
   std::uint64_t gpu;
+  // What holds it in the middle level of the partition: its GPU; for host memory a simulated GPU
+  // (FERRY_TOPOLOGY) or else its process. Keys of GPUs the bandwidth matrix knows are in
+  // Domain::Impl::gpu_index.
+  std::uint64_t unit;
 };
 
 // Partitions d.global with ferry::place (sets d.grid, d.cuts, d.how) and fills slot_of[cell]:
