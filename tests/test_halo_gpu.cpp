@@ -155,10 +155,11 @@ TEST(HaloGpu, RandomGridsMethodsGraphsSwap) {
     if (g() % 4 != 0) opt.method = methods[g() % 5];
     opt.graphs = g() % 2;
     opt.fused = g() % 4 != 0;
+    opt.priority_stream = g() % 3 != 0;  // false: on the test's own stream
     if (g() % 3 == 0) opt.split_bytes = 4096;
     std::ostringstream what;
     what << "case " << c << ": " << global[0] << "x" << global[1] << "x" << global[2] << " method "
-         << (opt.method ? fh::name(*opt.method) : "model") << " graphs " << opt.graphs << " fused " << opt.fused;
+         << (opt.method ? fh::name(*opt.method) : "model") << " graphs " << opt.graphs << " fused " << opt.fused << " priority " << opt.priority_stream;
     run(dom, L, opt, 3, what.str());
     if (HasFatalFailure()) return;
   }

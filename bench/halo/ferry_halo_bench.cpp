@@ -157,12 +157,14 @@ Result run_library(const Config& c, Arrays& a, const std::string& method) {
   }
   o.graphs = c.graphs;
   o.fused = c.fused;
+  o.priority_stream = c.priority;
   o.split_bytes = c.split_bytes;
   fh::Plan plan = fh::plan(a.dom, a.fields, o);
   Result r;
   r.name = "ferry " + method;
   r.how = "ferry::halo, " + std::string(a.device ? "device" : "host") + " arrays" +
-          (a.device ? std::string(", graphs ") + (c.graphs ? "on" : "off") + (c.fused ? ", fused" : ", separate launches") : "");
+          (a.device ? std::string(", graphs ") + (c.graphs ? "on" : "off") + (c.fused ? ", fused" : ", separate launches") +
+                      (c.priority ? "" : ", on the caller's stream") : "");
   const fh::Stats st = plan.stats();
   nlohmann::json methods = nlohmann::json::object();
   for (int m = 0; m < fh::kMethods; ++m)

@@ -29,7 +29,7 @@ struct Config {
   std::vector<std::string> methods{"auto"};  // library runs: auto (the model) or a forced method
   std::vector<std::string> baselines;        // a b c d e hand dim
   fh::Placement placement = fh::Placement::node_aware;
-  bool device = false, fused = true, graphs = true;
+  bool device = false, fused = true, graphs = true, priority = true;
   std::string recv = "preposted";  // baselines: preposted | persistent | blocking
   double compute_us = 0;           // overlap: a compute kernel of this length (0: none)
   bool jacobi = false;             // overlap with a real Jacobi kernel instead of a fixed length

@@ -29,6 +29,7 @@ Ferry
                          ipc, staged, pipelined, mpi (default auto); none: baselines only
   --memory host|device   where the arrays are (default host)
   --graphs on|off        CUDA graphs for the GPU-only part (default on)
+  --priority on|off      a high-priority stream of Ferry's per GPU (default), or the caller's stream
   --fused | --separate   one pack and one unpack launch per GPU, or one per region
   --split BYTES          split MPI messages above BYTES
 Baselines (same arrays, same run; one subdomain per rank)
@@ -129,6 +130,7 @@ Config parse(int argc, char** argv) {
       if (m != "host" && m != "device") throw std::runtime_error("--memory host or device");
       c.device = m == "device";
     } else if (s == "--graphs") c.graphs = next() == "on";
+    else if (s == "--priority") c.priority = next() == "on";
     else if (s == "--fused") c.fused = true;
     else if (s == "--separate") c.fused = false;
     else if (s == "--split") c.split_bytes = std::stoll(next());

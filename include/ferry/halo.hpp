@@ -193,6 +193,8 @@ struct Options {
   std::optional<Method> method;
   bool graphs = true;         // GPU: capture the GPU-only part once, replay it each exchange
   bool fused = true;          // one pack and one unpack launch per GPU; false: one per region
+  // GPU: a stream of the highest priority per GPU, handed the work by events (§4.5.5); false, with
+  // one GPU: the exchange runs on the caller's stream itself (two fewer calls each way).
   bool priority_stream = true;
   i64 split_bytes = 0;        // MPI messages above this go in parts of at most this (0: whole)
   bool progress_thread = false;  // progress MPI messages between start and finish from a thread

@@ -26,20 +26,20 @@ Method model_choice(i64 bytes, i64 block, bool same_node) {
 
 void enqueue_start(DeviceBackendState&, DeviceBackendState::Dev& d) {
   for (std::uint32_t* f : d.send_freed) {  // take each receiver's "buffer free" token
-    gpu::wait_value32(d.stream, f, 1, gpu::Until::eq);
-    gpu::write_value32(d.stream, f, 0);
+    gpu::wait_value32(d.run, f, 1, gpu::Until::eq);
+    gpu::write_value32(d.run, f, 0);
   }
-  for (gpu::Batch& b : d.pack) b.launch(d.stream);
-  for (std::uint32_t* f : d.send_ready) gpu::write_value32(d.stream, f, 1);  // "data ready"
+  for (gpu::Batch& b : d.pack) b.launch(d.run);
+  for (std::uint32_t* f : d.send_ready) gpu::write_value32(d.run, f, 1);  // "data ready"
 }
 
 void enqueue_finish(DeviceBackendState&, DeviceBackendState::Dev& d) {
   for (std::uint32_t* f : d.recv_ready) {
-    gpu::wait_value32(d.stream, f, 1, gpu::Until::eq);
-    gpu::write_value32(d.stream, f, 0);
+    gpu::wait_value32(d.run, f, 1, gpu::Until::eq);
+    gpu::write_value32(d.run, f, 0);
   }
-  for (gpu::Batch& b : d.unpack) b.launch(d.stream);
-  for (std::uint32_t* f : d.recv_freed) gpu::write_value32(d.stream, f, 1);  // give the token back
+  for (gpu::Batch& b : d.unpack) b.launch(d.run);
+  for (std::uint32_t* f : d.recv_freed) gpu::write_value32(d.run, f, 1);  // give the token back
 }
 
 namespace {
@@ -63,7 +63,7 @@ class DeviceBackend final : public Backend {
   void finish(gpu::Stream user) override;
   void swapped() override;
   void wait() override {
-    for (Dev& d : s_.devs) gpu::sync_stream(d.stream);
+    for (Dev& d : s_.devs) gpu::sync_stream(d.run);
   }
 
  private:
@@ -99,27 +99,28 @@ void DeviceBackend::start(gpu::Stream user) {
   Dev* here = &s_.devs.front();
   for (Dev& d : s_.devs)
     if (d.device == gpu::current_device()) here = &d;
-  gpu::record(here->user, user);
+  if (!s_.direct) gpu::record(here->user, user);
   for (Dev& d : s_.devs) {
     gpu::DeviceScope scope(d.device);
-    gpu::stream_wait_event(d.stream, here->user);
+    d.run = s_.direct ? user : d.stream;
+    if (!s_.direct) gpu::stream_wait_event(d.run, here->user);
     if (d.needs_upload) {  // swap(): new pointers, in stream order before the launches
       for (auto* v : {&d.pack, &d.unpack})
-        for (gpu::Batch& b : *v) b.upload(d.stream);
+        for (gpu::Batch& b : *v) b.upload(d.run);
       d.needs_upload = false;
     }
     // A peer copy must not overwrite the destination's buffer before its last unpack read it.
     for (auto& pc : s_.peers)
-      if (pc.src == static_cast<int>(&d - s_.devs.data())) gpu::stream_wait_event(d.stream, s_.devs[pc.dst].done);
-    if (s_.graphs) gpu::launch(d.start_graph, d.stream);
+      if (pc.src == static_cast<int>(&d - s_.devs.data())) gpu::stream_wait_event(d.run, s_.devs[pc.dst].done);
+    if (s_.graphs) gpu::launch(d.start_graph, d.run);
     else enqueue_start(s_, d);
-    gpu::record(d.packed, d.stream);
+    if (s_.need_packed) gpu::record(d.packed, d.run);
   }
   for (auto& pc : s_.peers) {
     Dev& src = s_.devs[pc.src];
     gpu::DeviceScope scope(src.device);
-    gpu::copy_peer_async(pc.dst_buf, s_.devs[pc.dst].device, pc.src_buf, src.device, pc.copy->bytes, src.stream);
-    gpu::record(pc.copied, src.stream);
+    gpu::copy_peer_async(pc.dst_buf, s_.devs[pc.dst].device, pc.src_buf, src.device, pc.copy->bytes, src.run);
+    gpu::record(pc.copied, src.run);
   }
   // Pipelined sends: the packed buffer goes to pinned memory part by part, each with an event.
   for (End& e : s_.out) {
@@ -127,11 +128,11 @@ void DeviceBackend::start(gpu::Stream user) {
     Dev& home = s_.devs[e.home];
     gpu::DeviceScope scope(home.device);
     for (int k : e.devs)
-      if (k != e.home) gpu::stream_wait_event(home.stream, s_.devs[k].packed);
+      if (k != e.home) gpu::stream_wait_event(home.run, s_.devs[k].packed);
     for (std::size_t i = 0; i < e.msg->parts.size(); ++i) {
       const Part& part = e.msg->parts[i];
-      gpu::copy_d2h_async(e.host + part.offset, e.dev + part.offset, part.bytes, home.stream);
-      gpu::record(e.part_events[i], home.stream);
+      gpu::copy_d2h_async(e.host + part.offset, e.dev + part.offset, part.bytes, home.run);
+      gpu::record(e.part_events[i], home.run);
     }
   }
   progress();
@@ -184,8 +185,8 @@ bool DeviceBackend::progress() {
         Dev& home = s_.devs[e.home];
         gpu::DeviceScope scope(home.device);
         const Part& part = e.msg->parts[i];
-        gpu::copy_h2d_async(e.dev + part.offset, e.host + part.offset, part.bytes, home.stream);
-        gpu::record(e.part_events[i], home.stream);
+        gpu::copy_h2d_async(e.dev + part.offset, e.host + part.offset, part.bytes, home.run);
+        gpu::record(e.part_events[i], home.run);
       }
     }
     e.done = complete;
@@ -202,13 +203,15 @@ void DeviceBackend::finish(gpu::Stream user) {
     gpu::DeviceScope scope(d.device);
     for (End& e : s_.in)  // parts copied to the GPU on another GPU's stream
       if (e.msg->method == Method::pipelined && e.home != static_cast<int>(k))
-        for (gpu::Event ev : e.part_events) gpu::stream_wait_event(d.stream, ev);
+        for (gpu::Event ev : e.part_events) gpu::stream_wait_event(d.run, ev);
     for (auto& pc : s_.peers)
-      if (pc.dst == static_cast<int>(k)) gpu::stream_wait_event(d.stream, pc.copied);
-    if (s_.graphs) gpu::launch(d.finish_graph, d.stream);
-    else enqueue_finish(s_, d);
-    gpu::record(d.done, d.stream);
-    gpu::stream_wait_event(user, d.done);
+      if (pc.dst == static_cast<int>(k)) gpu::stream_wait_event(d.run, pc.copied);
+    if (!d.unpack.empty() || !d.recv_ready.empty()) {  // else nothing of this GPU's is left
+      if (s_.graphs) gpu::launch(d.finish_graph, d.run);
+      else enqueue_finish(s_, d);
+    }
+    gpu::record(d.done, d.run);
+    if (!s_.direct) gpu::stream_wait_event(user, d.done);
   }
 }
 

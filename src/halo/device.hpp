@@ -23,7 +23,8 @@ constexpr i64 kFlagBytes = 64;
 struct DeviceBackendState {
   struct Dev {
     int device = -1;
-    gpu::Stream stream = nullptr;
+    gpu::Stream stream = nullptr;    // Ferry's own (high-priority) stream on this GPU
+    gpu::Stream run = nullptr;       // where this exchange runs: `stream`, or the user's (direct)
     gpu::Event user = nullptr;       // the user's stream reached start()
     gpu::Event packed = nullptr;     // this GPU's pack launch is done
     gpu::Event done = nullptr;       // this GPU's part of the exchange is done
@@ -68,6 +69,10 @@ struct DeviceBackendState {
   std::vector<std::uint32_t*> flag_blocks;
   bool graphs = false;
   bool fused = true;
+  // One GPU and Options::priority_stream off: the exchange runs on the user's stream itself, with
+  // no event handed between streams (two fewer calls each way on the latency path).
+  bool direct = false;
+  bool need_packed = false;  // some message waits on the pack events (staged, mpi sends)
 };
 
 // device_setup.cpp: streams, buffers, the IPC exchange (falling back to staging where a mapping

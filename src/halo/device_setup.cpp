@@ -213,6 +213,7 @@ void batches_for(Plan::Impl& p, DeviceBackendState& s, int k, std::vector<gpu::M
 
 void capture(DeviceBackendState& s, Dev& d) {
   gpu::DeviceScope scope(d.device);
+  d.run = d.stream;  // captured on Ferry's stream; the graph may be launched on any
   for (int part = 0; part < 2; ++part) {
     gpu::begin_capture(d.stream);
     try {
@@ -252,6 +253,8 @@ void setup_devices(Plan::Impl& p, DeviceBackendState& s) {
   // Several GPUs in one process order their parts with events between the exchange's steps,
   // which a graph of one stream cannot hold: graphs are for the one-GPU case.
   s.graphs = p.opt.graphs && s.devs.size() == 1;
+  s.direct = !p.opt.priority_stream && s.devs.size() == 1;
+  for (Dev& d : s.devs) d.run = d.stream;
   make_ends(p, s, p.sends, s.out);
   make_ends(p, s, p.recvs, s.in);
   ipc_handshake(p, s);
@@ -300,6 +303,7 @@ void setup_devices(Plan::Impl& p, DeviceBackendState& s) {
       x.bytes += e.msg->bytes;
       x.regions += static_cast<i64>(e.msg->pieces.size());
     }
+  for (const End& e : s.out) s.need_packed |= e.msg->method == Method::staged || e.msg->method == Method::mpi;
   if (s.graphs)
     for (Dev& d : s.devs) capture(s, d);
 }
