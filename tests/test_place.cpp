@@ -2,14 +2,14 @@
 // surface against brute force), the QAP of §4.4 (exact against full enumeration, the heuristic
 // against exact), placement strategies and the traffic report on Summit-like and NVSwitch-like
 // nodes. One process, no GPU. Seeds are printed; every failure names its case.
-#include <ferry/error.hpp>
-#include <ferry/place.hpp>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ferry/error.hpp>
+#include <ferry/place.hpp>
 #include <numeric>
 #include <random>
 #include <string>
@@ -192,8 +192,8 @@ TEST(PlaceGrid, SurfaceIsMinimalByBruteForce) {
     return out;
   };
   for (const Case& c : cases) {
-    const std::string what = std::to_string(c.e[0]) + "x" + std::to_string(c.e[1]) + "x" +
-                             std::to_string(c.e[2]);
+    const std::string what =
+        std::to_string(c.e[0]) + "x" + std::to_string(c.e[1]) + "x" + std::to_string(c.e[2]);
     const Partition chosen = partition_grid(c.e, c.per, c.sh, c.h);
     const Surface cs = explicit_surface(chosen, c.h);
     using Key = std::tuple<bool, i64, i64, i64>;
@@ -204,7 +204,8 @@ TEST(PlaceGrid, SurfaceIsMinimalByBruteForce) {
         for (const Int3& s : factor3(c.sh.subdomains_per_gpu)) {
           GridOptions o{n, g, s};
           Partition p;
-          if (error_class([&] { p = partition_grid(c.e, c.per, c.sh, c.h, o); }) != MPI_SUCCESS) continue;
+          if (error_class([&] { p = partition_grid(c.e, c.per, c.sh, c.h, o); }) != MPI_SUCCESS)
+            continue;
           ++candidates;
           EXPECT_EQ(p.node_grid, n);
           EXPECT_EQ(p.gpu_grid, g);
@@ -221,12 +222,12 @@ TEST(PlaceGrid, SurfaceIsMinimalByBruteForce) {
     EXPECT_EQ(std::get<1>(best), cs.inter_node) << what << " nodes " << str(chosen.node_grid);
     EXPECT_EQ(std::get<2>(best), cs.inter_gpu) << what << " gpus " << str(chosen.gpu_grid);
     EXPECT_EQ(std::get<3>(best), cs.same_gpu) << what;
-    std::printf("%s into %d/%d/%d: nodes %s, GPUs %s, subdomains %s; halo cells inter-node %lld, "
-                "inter-GPU %lld (%d candidates)\n",
-                what.c_str(), c.sh.nodes, c.sh.gpus_per_node, c.sh.subdomains_per_gpu,
-                str(chosen.node_grid).c_str(), str(chosen.gpu_grid).c_str(),
-                str(chosen.sub_grid).c_str(), static_cast<long long>(cs.inter_node),
-                static_cast<long long>(cs.inter_gpu), candidates);
+    std::printf(
+        "%s into %d/%d/%d: nodes %s, GPUs %s, subdomains %s; halo cells inter-node %lld, "
+        "inter-GPU %lld (%d candidates)\n",
+        what.c_str(), c.sh.nodes, c.sh.gpus_per_node, c.sh.subdomains_per_gpu,
+        str(chosen.node_grid).c_str(), str(chosen.gpu_grid).c_str(), str(chosen.sub_grid).c_str(),
+        static_cast<long long>(cs.inter_node), static_cast<long long>(cs.inter_gpu), candidates);
   }
 }
 
@@ -262,13 +263,15 @@ TEST(PlaceGrid, UserDecompositionAndBadInput) {
     for (int a = 0; a < 3; ++a) EXPECT_GE(s.box.extent[a], 3);
 }
 
-// ---- QAP -----------------------------------------------------------------------------------------
+// ---- QAP
+// -----------------------------------------------------------------------------------------
 
 Matrix random_matrix(int n, std::mt19937& rng, double zero_fraction) {
   Matrix m(n);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) m(i, j) = u(rng) < zero_fraction ? 0.0 : std::floor(1 + 100 * u(rng));
+    for (int j = 0; j < n; ++j)
+      m(i, j) = u(rng) < zero_fraction ? 0.0 : std::floor(1 + 100 * u(rng));
   return m;
 }
 
@@ -303,9 +306,13 @@ TEST(PlaceQap, ExactEqualsBruteForceAndHeuristicIsClose) {
   double worst = 1, sum = 0;
   int count = 0;
   for (int t = 0; t < 48; ++t) {
-    const int n = 2 + t % 7;                    // 2..8
-    const int m = n + (t % 5 == 0 ? 1 : 0);     // some with a free location
-    const Matrix f = random_matrix(n, rng, 0.3), d = random_matrix(m, rng, 0.0);
+    const int n = 2 + t % 7;                 // 2..8
+    const int m = n + (t % 5 == 0 ? 1 : 0);  // some with a free location
+    const Matrix f = random_matrix(n, rng, 0.3);
+    Matrix d = random_matrix(m, rng, 0.0);
+    if (t % 3 == 0)  // two groups of twins (like Summit's triples): the search's symmetry pruning
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < m; ++j) d(i, j) = i == j ? 0.5 : (i % 2 == j % 2 ? 1.0 : 3.0);
     const double want = brute_force(f, d);
     QapOptions o;
     o.method = QapMethod::exact;
@@ -328,6 +335,15 @@ TEST(PlaceQap, ExactEqualsBruteForceAndHeuristicIsClose) {
   }
   std::printf("heuristic / exact over %d instances (n = 2..8): mean %.4f, worst %.4f\n", count,
               sum / count, worst);
+  // Beyond 8 locations the exact search bounds every node (another code path): 9 of 9, and 7 of 9.
+  for (const int n : {9, 7}) {
+    const Matrix f = random_matrix(n, rng, 0.2), d = random_matrix(9, rng, 0.0);
+    QapOptions o;
+    o.method = QapMethod::exact;
+    const QapResult ex = solve_qap(f, d, o);
+    check_assignment(ex, n, 9);
+    EXPECT_NEAR(ex.cost, brute_force(f, d), 1e-9 * ex.cost) << "n=" << n << " m=9";
+  }
   EXPECT_LE(sum / count, 1.02);
   EXPECT_LE(worst, 1.10);
 }
@@ -348,7 +364,8 @@ TEST(PlaceQap, ClassesStartAndBadInput) {
   EXPECT_EQ(solve_qap(random_matrix(5, rng, 0.0), flat, {}, &start).assignment, start);
   const Matrix f5 = random_matrix(5, rng, 0.0);
   auto err = [&](auto&& call) { return error_class(call); };
-  EXPECT_EQ(err([&] { solve_qap(random_matrix(7, rng, 0), random_matrix(6, rng, 0)); }), MPI_ERR_ARG);
+  EXPECT_EQ(err([&] { solve_qap(random_matrix(7, rng, 0), random_matrix(6, rng, 0)); }),
+            MPI_ERR_ARG);
   Matrix neg = f5;
   neg(1, 2) = -1;
   EXPECT_EQ(err([&] { solve_qap(neg, flat); }), MPI_ERR_ARG);
@@ -382,7 +399,9 @@ Matrix summit() {
   return cost_from_bandwidth(bw);
 }
 
-i64 slow_bytes(const Traffic& t) { return t.intra_node.empty() ? 0 : t.intra_node.back().bytes; }
+i64 slow_bytes(const Traffic& t) {
+  return t.intra_node.empty() ? 0 : t.intra_node.back().bytes;
+}
 
 // Summit's matrix with the GPUs numbered alternately across the two triples.
 Matrix interleaved(const Matrix& c) {
@@ -422,8 +441,10 @@ TEST(PlacePlacement, SummitNodeKeepsRowsOnTriples) {
       least_cost = std::min(least_cost, t.cost);
     } while (std::next_permutation(perm.begin(), perm.end()));
     EXPECT_EQ(least, across_rows);
-    std::printf("Summit node%s, 192x512x256, 8 fp64 fields, radius 3: bytes over the X-bus per "
-                "exchange:\n", inter ? " (GPUs numbered across triples)" : "");
+    std::printf(
+        "Summit node%s, 192x512x256, 8 fp64 fields, radius 3: bytes over the X-bus per "
+        "exchange:\n",
+        inter ? " (GPUs numbered across triples)" : "");
     i64 node_aware = 0;
     for (Strategy s : {Strategy::trivial, Strategy::random, Strategy::node_aware, Strategy::qap}) {
       PlaceOptions po;
@@ -474,9 +495,10 @@ TEST(PlacePlacement, NodesAndUniformSwitch) {
   const Placement r = place(p, h, 8, m, o);
   const i64 inter_trivial = traffic(flows, t.node, t.gpu, m.gpu_cost).inter_node;
   const i64 inter_random = traffic(flows, r.node, r.gpu, m.gpu_cost).inter_node;
-  std::printf("4 nodes x 8 GPUs, 128^3 periodic: inter-node bytes qap %lld, trivial %lld, random %lld\n",
-              static_cast<long long>(tq.inter_node), static_cast<long long>(inter_trivial),
-              static_cast<long long>(inter_random));
+  std::printf(
+      "4 nodes x 8 GPUs, 128^3 periodic: inter-node bytes qap %lld, trivial %lld, random %lld\n",
+      static_cast<long long>(tq.inter_node), static_cast<long long>(inter_trivial),
+      static_cast<long long>(inter_random));
   EXPECT_LE(tq.inter_node, inter_trivial);
   EXPECT_LT(tq.inter_node, inter_random);
   for (int i = 0; i < p.size(); ++i) {  // every layout fills each GPU of each node once

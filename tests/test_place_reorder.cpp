@@ -2,14 +2,14 @@
 // built-in recursive bisection always), rank reordering with per-node GPU placement, and
 // Cartesian grids. Includes issue 16's reordering goal: 64 ranks as a 4x4x4 grid with 26
 // weighted neighbours, scrambled, on 4 nodes x 16. One process, no GPU; seeds printed.
-#include <ferry/error.hpp>
-#include <ferry/place.hpp>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ferry/error.hpp>
+#include <ferry/place.hpp>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -58,7 +58,8 @@ Graph grid_graph(int X, int Y, int Z, bool periodic, const std::vector<int>& lab
           }
           if (!ok) continue;
           const int kind = std::abs(d[0]) + std::abs(d[1]) + std::abs(d[2]);
-          flows.push_back({label[x + X * (y + Y * z)], label[c[0] + X * (c[1] + Y * c[2])], w[kind]});
+          flows.push_back(
+              {label[x + X * (y + Y * z)], label[c[0] + X * (c[1] + Y * c[2])], w[kind]});
         }
   return graph_from_flows(X * Y * Z, flows);
 }
@@ -108,12 +109,13 @@ TEST(PlaceReorder, Issue16GoalOnFourNodes) {
       o.graph.seed = seed;
       const Reordering r = reorder(g, slots, {}, o);
       check_reordering(r, slots, g);
-      std::printf("%s, %s: inter-node bytes scrambled %lld, reordered %lld, 2x2x4 blocks %lld "
-                  "(%.3fx best, %.2fx lower than scrambled)\n",
-                  periodic ? "periodic" : "non-periodic", r.method.c_str(),
-                  static_cast<long long>(r.cut_before), static_cast<long long>(r.cut_after),
-                  static_cast<long long>(best), static_cast<double>(r.cut_after) / best,
-                  static_cast<double>(r.cut_before) / r.cut_after);
+      std::printf(
+          "%s, %s: inter-node bytes scrambled %lld, reordered %lld, 2x2x4 blocks %lld "
+          "(%.3fx best, %.2fx lower than scrambled)\n",
+          periodic ? "periodic" : "non-periodic", r.method.c_str(),
+          static_cast<long long>(r.cut_before), static_cast<long long>(r.cut_after),
+          static_cast<long long>(best), static_cast<double>(r.cut_after) / best,
+          static_cast<double>(r.cut_before) / r.cut_after);
       EXPECT_EQ(r.method, name(part));
       EXPECT_LE(static_cast<double>(r.cut_after), 1.1 * static_cast<double>(best));
       EXPECT_GE(static_cast<double>(r.cut_before), (periodic ? 2.0 : 3.0) * r.cut_after);
@@ -144,8 +146,10 @@ TEST(PlaceReorder, GpusOfANode) {
         if (a.node == b.node) unplaced += static_cast<double>(g.weight[e]) * cost(a.gpu, b.gpu);
       }
     EXPECT_LT(with.gpu_cost_after, 0.8 * unplaced);
-    std::printf("%s: intra-node cost (bytes x s/byte) of the reordered nodes: GPUs in slot order "
-                "%.4g, placed %.4g\n", name(part), unplaced, with.gpu_cost_after);
+    std::printf(
+        "%s: intra-node cost (bytes x s/byte) of the reordered nodes: GPUs in slot order "
+        "%.4g, placed %.4g\n",
+        name(part), unplaced, with.gpu_cost_after);
   }
   // One node, one rank per GPU of a Summit node: a 3x2 grid, heavy along x, must put its rows on
   // the NVLink triples (the brute-force optimum over all 720 layouts).
@@ -197,7 +201,8 @@ TEST(PlaceReorder, GoodOrderStaysAndBadInput) {
   std::vector<int> label(64);
   for (int z = 0; z < 4; ++z)
     for (int y = 0; y < 4; ++y)
-      for (int x = 0; x < 4; ++x) label[x + 4 * (y + 4 * z)] = 16 * (x / 2 + 2 * (y / 2)) + (x % 2) + 2 * (y % 2) + 4 * z;
+      for (int x = 0; x < 4; ++x)
+        label[x + 4 * (y + 4 * z)] = 16 * (x / 2 + 2 * (y / 2)) + (x % 2) + 2 * (y % 2) + 4 * z;
   const Graph g = grid_graph(4, 4, 4, true, label);
   std::vector<Slot> slots(64);
   for (int r = 0; r < 64; ++r) slots[r] = {10 + r / 16, 0};
@@ -225,7 +230,8 @@ TEST(PlaceGraph, ExactSizesOnRandomGraphs) {
     std::vector<Flow> f;
     const int edges = t % 10 == 0 ? 0 : static_cast<int>(rng() % (4 * n));  // some with no edges
     for (int e = 0; e < edges; ++e)
-      f.push_back({static_cast<int>(rng() % n), static_cast<int>(rng() % n), static_cast<i64>(rng() % 1000)});
+      f.push_back({static_cast<int>(rng() % n), static_cast<int>(rng() % n),
+                   static_cast<i64>(rng() % 1000)});
     const Graph g = graph_from_flows(n, f);
     check_graph(g);
     const int k = 1 + static_cast<int>(rng() % std::min(n, 40));
@@ -271,14 +277,15 @@ TEST(PlaceGraph, LargeGridOnSummitNodes) {
     o.graph.partitioner = part;
     const auto t0 = std::chrono::steady_clock::now();
     const Reordering r = reorder(g, slots, cost_from_bandwidth(sb), o);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     check_reordering(r, slots, g);
-    std::printf("%s: inter-node bytes scrambled %lld, reordered %lld, %dx%dx%d blocks %lld (%.3fx); "
-                "%.1f ms (not a goal here: see bench_place)\n",
-                r.method.c_str(), static_cast<long long>(r.cut_before),
-                static_cast<long long>(r.cut_after), cb.node_block[0], cb.node_block[1],
-                cb.node_block[2], static_cast<long long>(block_cut),
-                static_cast<double>(r.cut_after) / block_cut, ms);
+    std::printf(
+        "%s: inter-node bytes scrambled %lld, reordered %lld, %dx%dx%d blocks %lld (%.3fx); "
+        "%.1f ms (not a goal here: see bench_place)\n",
+        r.method.c_str(), static_cast<long long>(r.cut_before), static_cast<long long>(r.cut_after),
+        cb.node_block[0], cb.node_block[1], cb.node_block[2], static_cast<long long>(block_cut),
+        static_cast<double>(r.cut_after) / block_cut, ms);
     // Parts of 6 with 26 neighbours each: even the best blocks cut 62 % of the bytes.
     EXPECT_LE(static_cast<double>(r.cut_after), 1.1 * static_cast<double>(block_cut));
     EXPECT_LT(r.cut_after, r.cut_before);
@@ -291,11 +298,14 @@ TEST(PlaceGraph, LargeGridOnSummitNodes) {
 TEST(PlaceGraph, BadInput) {
   const Graph ok = graph_from_flows(4, {{0, 1, 5}, {1, 2, 5}, {2, 3, 5}});
   auto err = [](auto&& f) { return error_class(f); };
-  EXPECT_EQ(err([&] { partition_graph(ok, {2, -1, 3}); }), MPI_ERR_ARG);   // negative size
-  EXPECT_EQ(err([&] { partition_graph(ok, {2, 0, 2}); }), MPI_ERR_ARG);    // empty part
+  EXPECT_EQ(err([&] { partition_graph(ok, {2, -1, 3}); }), MPI_ERR_ARG);  // negative size
+  EXPECT_EQ(err([&] { partition_graph(ok, {2, 0, 2}); }), MPI_ERR_ARG);   // empty part
   EXPECT_EQ(err([&] { partition_graph(ok, {1, 1, 1, 1, 0}); }), MPI_ERR_ARG);
-  EXPECT_EQ(err([&] { partition_graph(ok, {1, 1, 1, 1, 1}); }), MPI_ERR_ARG);  // more parts than vertices
-  EXPECT_EQ(err([&] { partition_graph(ok, {2, 1}); }), MPI_ERR_ARG);       // sums to 3, not 4
+  EXPECT_EQ(err([&] {
+              partition_graph(ok, {1, 1, 1, 1, 1});
+            }),
+            MPI_ERR_ARG);                                             // more parts than vertices
+  EXPECT_EQ(err([&] { partition_graph(ok, {2, 1}); }), MPI_ERR_ARG);  // sums to 3, not 4
   EXPECT_EQ(err([&] { partition_graph(ok, {}); }), MPI_ERR_ARG);
   Graph asym = ok;
   asym.weight[0] = 6;  // 0->1 weighs 6, 1->0 weighs 5
@@ -376,7 +386,8 @@ std::vector<int> blocks_of(const std::vector<int>& dims, const std::vector<int>&
 TEST(PlaceCart, GraphAndBlocksAgainstBruteForce) {
   const Graph g = cart_graph({2, 5}, {1, 0});
   check_graph(g);
-  EXPECT_EQ(edge_cut(g, {0, 0, 0, 0, 0, 1, 1, 1, 1, 1}), 10);  // 5 pairs across dim 0, weight 2 each
+  EXPECT_EQ(edge_cut(g, {0, 0, 0, 0, 0, 1, 1, 1, 1, 1}),
+            10);  // 5 pairs across dim 0, weight 2 each
   struct Case {
     std::vector<int> dims, periods;
     int nodes, gpus;
@@ -404,7 +415,8 @@ TEST(PlaceCart, GraphAndBlocksAgainstBruteForce) {
       all_shapes(b, n / c.nodes / c.gpus, cur, inner);
       for (const auto& s : inner) {
         const i64 total = edge_cut(cg, blocks_of(c.dims, s));
-        if (cut < best_node || (cut == best_node && total < best_total)) best_node = cut, best_total = total;
+        if (cut < best_node || (cut == best_node && total < best_total))
+          best_node = cut, best_total = total;
       }
     }
     EXPECT_EQ(edge_cut(cg, cb.node), best_node);

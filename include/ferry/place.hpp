@@ -180,15 +180,19 @@ struct QapResult {
 // sum over i, j of flow(i,j) * dist(assignment[i], assignment[j]).
 double qap_cost(const Matrix& flow, const Matrix& dist, const std::vector<int>& assignment);
 // Assigns the n facilities of `flow` to n distinct of the m >= n locations of `dist`, minimizing
-// qap_cost. Exact: depth-first branch and bound (facilities by decreasing flow; bound = the cost so
-// far plus, per unplaced facility, its cheapest free location against the placed ones), seeded with
-// the heuristic's result, so 8 facilities take well under a millisecond (worst case O(m!/(m-n)!)).
-// Heuristic: greedy construction (heaviest facility on the most central location, then the facility
-// with most flow to those placed on its cheapest free location), then best-improvement pairwise
-// swaps (and moves to free locations) to a local optimum, iterated `restarts` times from kicks
-// (a few random swaps) of the best so far and from random starts; O(restarts * passes * n^3). `start`, if given, is kept unless something strictly cheaper is found
-// (an assignment that is already optimal stays as it is). Errors: MPI_ERR_ARG for n > m, negative
-// or non-finite entries, a start or classes that are not valid, or classes no assignment satisfies.
+// qap_cost. Exact (m <= 8): every assignment in turn (Heap's algorithm, O(m! n): about 3 ms for 8
+// on this project's CI VM) where no two locations are interchangeable; where some are (twins: a
+// Summit node's triples, an NVSwitch node), a depth-first search that tries one location per twin
+// class and prunes by the cost so far (microseconds). Exact beyond 8 (QapMethod::exact): branch and
+// bound with a Gilmore-Lawler-style bound, exponential in the worst case. Heuristic: greedy
+// construction (heaviest facility on the most central location, then the facility with most flow to
+// those placed on its cheapest free location), then best-improvement pairwise swaps (and moves to
+// free locations) to a local optimum, iterated `restarts` times from kicks (a few random swaps) of
+// the best so far and from random starts; O(restarts * passes * n^3). `start`, if given, is kept
+// unless something strictly cheaper is found (an assignment that is already optimal stays as it
+// is), and the exact search is seeded with the heuristic's result. Errors: MPI_ERR_ARG for n > m,
+// negative or non-finite entries, a start or classes that are not valid, or classes no assignment
+// satisfies.
 QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& options = {},
                     const std::vector<int>* start = nullptr);
 

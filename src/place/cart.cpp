@@ -6,14 +6,12 @@
 // each plane crossed by n / dims_i edges; the shape with the fewest cut edges wins, the GPU blocks
 // inside it likewise (inter-node first). Such a shape always exists when the ranks per node divide
 // n: each prime of the count can be taken from the dimensions that hold it.
-#include "place/detail.hpp"
-
-#include <mpi.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <numeric>
+
+#include "place/detail.hpp"
 
 namespace ferry::place {
 
@@ -40,8 +38,8 @@ int row_major(const std::vector<int>& c, const std::vector<int>& ext) {
 }
 
 // Edges cut along each dimension by blocks of shape b: sum_i planes_i * n / dims_i.
-i64 cut_edges(const std::vector<int>& dims, const std::vector<int>& periods, const std::vector<int>& b,
-              i64 n) {
+i64 cut_edges(const std::vector<int>& dims, const std::vector<int>& periods,
+              const std::vector<int>& b, i64 n) {
   i64 cut = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const int blocks = dims[i] / b[i];
@@ -97,8 +95,8 @@ CartBlocks cart_blocks(const std::vector<int>& dims, const std::vector<int>& per
   const i64 n = check_dims(dims, periods);
   if (nodes < 1 || gpus_per_node < 1) bad("node and GPU counts must be >= 1");
   if (n % nodes != 0 || (n / nodes) % gpus_per_node != 0)
-    bad(std::to_string(nodes) + " nodes x " + std::to_string(gpus_per_node) + " GPUs do not divide " +
-        std::to_string(n) + " ranks evenly");
+    bad(std::to_string(nodes) + " nodes x " + std::to_string(gpus_per_node) +
+        " GPUs do not divide " + std::to_string(n) + " ranks evenly");
   const int per_node = static_cast<int>(n / nodes), per_gpu = per_node / gpus_per_node;
   std::vector<std::vector<int>> node_shapes;
   std::vector<int> cur;
@@ -153,7 +151,8 @@ Reordering reorder_cart(const std::vector<int>& dims, const std::vector<int>& pe
   const Graph g = cart_graph(dims, periods);
   const int n = g.vertices();
   if (static_cast<int>(slots.size()) != n)
-    bad(std::to_string(slots.size()) + " slots for a process grid of " + std::to_string(n) + " ranks");
+    bad(std::to_string(slots.size()) + " slots for a process grid of " + std::to_string(n) +
+        " ranks");
   const detail::Nodes nodes = detail::group_nodes(slots, gpu_cost);
   // Uniform: every node the same rank count, the same number of GPUs (when GPUs matter) and every
   // GPU the same number of ranks. Otherwise the graph path.
@@ -168,7 +167,8 @@ Reordering reorder_cart(const std::vector<int>& dims, const std::vector<int>& pe
     for (const auto& [gpu, c] : count) gpus[j].push_back(gpu);
     if (gpu_cost.empty()) gpus[j].assign(1, -1);
     if (j == 0) G = static_cast<int>(gpus[j].size());
-    uniform = static_cast<int>(nodes.slots[j].size()) == per_node && static_cast<int>(gpus[j].size()) == G;
+    uniform = static_cast<int>(nodes.slots[j].size()) == per_node &&
+              static_cast<int>(gpus[j].size()) == G;
     for (const auto& [gpu, c] : count) uniform = uniform && (gpu_cost.empty() || c * G == per_node);
   }
   if (!uniform) return reorder(g, slots, gpu_cost, o);
@@ -183,7 +183,8 @@ Reordering reorder_cart(const std::vector<int>& dims, const std::vector<int>& pe
     for (int v = 0; v < n; ++v)
       for (i64 e = g.xadj[v]; e < g.xadj[v + 1]; ++e) {
         const int u = g.adjncy[e];
-        if (cb.node[u] == cb.node[v]) flow(cb.gpu[v], cb.gpu[u]) += static_cast<double>(g.weight[e]);
+        if (cb.node[u] == cb.node[v])
+          flow(cb.gpu[v], cb.gpu[u]) += static_cast<double>(g.weight[e]);
       }
     std::vector<int> identity(G);
     std::iota(identity.begin(), identity.end(), 0);
@@ -198,8 +199,8 @@ Reordering reorder_cart(const std::vector<int>& dims, const std::vector<int>& pe
     }
     for (int v = 0; v < n; ++v) gpu_of[v] = gpus[node_of[v]][block_gpu[node_of[v]][cb.gpu[v]]];
   }
-  return detail::finish(detail::to_wgraph(g), detail::fill_slots(node_of, gpu_of, nodes, slots), nodes,
-                        slots, gpu_cost, "cartesian");
+  return detail::finish(detail::to_wgraph(g), detail::fill_slots(node_of, gpu_of, nodes, slots),
+                        nodes, slots, gpu_cost, "cartesian");
 }
 
 }  // namespace ferry::place

@@ -3,9 +3,8 @@
 // graph the partitioners work on.
 #pragma once
 
-#include <ferry/place.hpp>
-
 #include <cstdint>
+#include <ferry/place.hpp>
 #include <string>
 #include <vector>
 
@@ -86,6 +85,9 @@ std::vector<int> fill_slots(const std::vector<int>& node_of_vertex,
                             const std::vector<Slot>& slots);
 Reordering finish(const WGraph& g, std::vector<int> old_of_new, const Nodes& nodes,
                   const std::vector<Slot>& slots, const Matrix& gpu_cost, std::string method);
+
+// MPI_ERR_ARG unless x's storage matches its size and every entry is finite and >= 0.
+void check_matrix(const Matrix& x, const char* what);
 
 [[noreturn]] void bad(const std::string& what);  // ferry::Error(MPI_ERR_ARG, "ferry::place: ...")
 

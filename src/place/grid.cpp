@@ -7,20 +7,23 @@
 // extent L_a where d_a == 0, width × (number of pieces that have a neighbour on that side, and for
 // a class, in the same block) where d_a != 0. Uneven splits do not change these sums, so the cost
 // is exact for any extent, and O(26) per candidate.
-#include "place/detail.hpp"
-#include "sys/error.hpp"
-
 #include <mpi.h>
 
 #include <algorithm>
-#include <limits>
+#include <climits>
+#include <cstdlib>
 #include <tuple>
+
+#include "place/detail.hpp"
+#include "sys/error.hpp"
 
 namespace ferry::place {
 
 namespace detail {
 
-void bad(const std::string& what) { ferry::detail::fail(MPI_ERR_ARG, "ferry::place: " + what); }
+void bad(const std::string& what) {
+  ferry::detail::fail(MPI_ERR_ARG, "ferry::place: " + what);
+}
 
 std::vector<int> divisors(int n) {
   if (n < 1) bad("divisors of a count < 1");
@@ -62,7 +65,9 @@ int direction_index(const Int3& d) {
   return j < 13 ? j : j - 1;
 }
 
-Halo::Halo() { exchange.fill(true); }
+Halo::Halo() {
+  exchange.fill(true);
+}
 
 Halo Halo::box(i64 width) {
   Halo h;
@@ -120,8 +125,7 @@ AxisCounts axis_counts(int n, int g, int s, bool periodic) {
 Surface closed_form(const Ext3& extent, const std::array<bool, 3>& periodic, const Grids& gr,
                     const Halo& halo) {
   AxisCounts ax[3];
-  for (int a = 0; a < 3; ++a)
-    ax[a] = axis_counts(gr.node[a], gr.gpu[a], gr.sub[a], periodic[a]);
+  for (int a = 0; a < 3; ++a) ax[a] = axis_counts(gr.node[a], gr.gpu[a], gr.sub[a], periodic[a]);
   const char* what = "ferry::place: halo volume";
   auto mul = [&](i64 x, i64 y) { return ferry::detail::checked_mul(x, y, MPI_ERR_ARG, what); };
   auto add = [&](i64 x, i64 y) { return ferry::detail::checked_add(x, y, MPI_ERR_ARG, what); };
@@ -180,8 +184,12 @@ void split(i64 origin, i64 length, int pieces, std::vector<i64>& o, std::vector<
   }
 }
 
-int linear(const Int3& c, const Int3& g) { return c[0] + g[0] * (c[1] + g[1] * c[2]); }
-Int3 unlinear(int i, const Int3& g) { return {i % g[0], (i / g[0]) % g[1], i / (g[0] * g[1])}; }
+int linear(const Int3& c, const Int3& g) {
+  return c[0] + g[0] * (c[1] + g[1] * c[2]);
+}
+Int3 unlinear(int i, const Int3& g) {
+  return {i % g[0], (i / g[0]) % g[1], i / (g[0] * g[1])};
+}
 
 }  // namespace
 
@@ -229,7 +237,10 @@ Partition partition_grid(const Ext3& extent, const std::array<bool, 3>& periodic
                          const Shape& shape, const Halo& halo, const GridOptions& options) {
   halo.check();
   for (int a = 0; a < 3; ++a)
-    if (extent[a] < 1) bad("extent " + std::to_string(extent[a]) + " < 1 on axis " + std::to_string(a));
+    if (extent[a] < 1)
+      bad("extent " + std::to_string(extent[a]) + " < 1 on axis " + std::to_string(a));
+  if (i64{shape.nodes} * shape.gpus_per_node * shape.subdomains_per_gpu > INT_MAX)
+    bad("more than 2^31 - 1 subdomains");
   const auto nodes = factorizations(shape.nodes, options.nodes, "node");
   const auto gpus = factorizations(shape.gpus_per_node, options.gpus, "GPU");
   const auto subs = factorizations(shape.subdomains_per_gpu, options.subdomains, "subdomain");
@@ -253,8 +264,8 @@ Partition partition_grid(const Ext3& extent, const std::array<bool, 3>& periodic
         }
         if (!fits) continue;
         const Surface c = closed_form(extent, periodic, {n, g, s}, halo);
-        const Key key{narrow, c.inter_node, c.inter_gpu, c.same_gpu, -n[2], -n[1], -g[2], -g[1],
-                      -s[2], -s[1]};
+        const Key key{narrow, c.inter_node, c.inter_gpu, c.same_gpu, -n[2],
+                      -n[1],  -g[2],        -g[1],       -s[2],      -s[1]};
         if (!found || key < best) {
           found = true;
           best = key;
@@ -318,7 +329,8 @@ std::vector<Flow> halo_flows(const Partition& p, const Halo& halo, i64 bytes_per
       if (it == mine.end())
         mine.push_back({j, i, b});
       else
-        it->bytes = ferry::detail::checked_add(it->bytes, b, MPI_ERR_ARG, "ferry::place: halo bytes");
+        it->bytes =
+            ferry::detail::checked_add(it->bytes, b, MPI_ERR_ARG, "ferry::place: halo bytes");
     }
     std::sort(mine.begin(), mine.end(), [](const Flow& x, const Flow& y) { return x.src < y.src; });
     flows.insert(flows.end(), mine.begin(), mine.end());

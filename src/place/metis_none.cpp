@@ -4,7 +4,9 @@
 
 namespace ferry::place {
 
-bool metis_available() { return false; }
+bool metis_available() {
+  return false;
+}
 
 namespace detail {
 

@@ -9,6 +9,7 @@ set_property(CACHE FERRY_METIS PROPERTY STRINGS ON OFF AUTO)
 target_sources(ferry PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/grid.cpp
   ${CMAKE_CURRENT_LIST_DIR}/qap.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/placement.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bisect.cpp
   ${CMAKE_CURRENT_LIST_DIR}/refine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reorder.cpp

@@ -1,33 +1,28 @@
-// place/qap.cpp — the quadratic assignment of dissertation §4.4 (subdomains or ranks onto the GPUs
-// of a node by flow × link cost), the placement strategies of fig. 4.11, and the traffic report.
+// place/qap.cpp — the quadratic assignment of dissertation §4.4: subdomains or ranks onto the GPUs
+// of a node by flow × link cost.
 //
-// §4.4 enumerates every mapping. Here the exact solver is a branch and bound seeded by the heuristic,
-// so it visits a small part of the 8! = 40,320 mappings of a node of 8 GPUs, and the heuristic takes
-// over where enumeration stops being cheap. The heuristic is greedy construction + pairwise-swap
-// local search, iterated (kicks of a few random swaps of the best assignment, and random restarts):
-// for the sizes that reach it (nodes of 9-72 GPUs, or groups of ranks) it lands within a few percent
-// of the optimum (tests/test_place.cpp measures it against the exact solver), with one parameter,
-// the number of iterations; robust tabu search would do better on large hard instances, which node
+// §4.4 enumerates every mapping; so does the exact solver here up to 8 GPUs, unless the node has
+// interchangeable GPUs (twins), where a search over one GPU per twin class is far cheaper. The
+// heuristic takes over where enumeration stops being cheap: greedy construction + pairwise-swap
+// local search, iterated (kicks of a few random swaps of the best assignment, and random
+// restarts). For the sizes that reach it (nodes of 9-72 GPUs) it lands within a few percent of the
+// optimum (tests/test_place.cpp measures it against the exact solver) with one parameter, the
+// number of iterations; robust tabu search would do better on large hard instances, which node
 // placement does not produce (its flows are sparse and its distances take two or three values).
-#include "place/detail.hpp"
-
-#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
+
+#include "place/detail.hpp"
 
 namespace ferry::place {
 
 using detail::bad;
 
-Matrix::Matrix(int size, double fill) : n(size) {
-  if (size < 0) bad("matrix size < 0");
-  a.assign(static_cast<std::size_t>(size) * size, fill);
-}
-
-namespace {
+namespace detail {
 
 void check_matrix(const Matrix& x, const char* what) {
   if (x.n < 0 || x.a.size() != static_cast<std::size_t>(x.n) * x.n)
@@ -36,42 +31,74 @@ void check_matrix(const Matrix& x, const char* what) {
     if (!(v >= 0) || !std::isfinite(v)) bad(std::string(what) + ": negative or non-finite entry");
 }
 
-bool better(double x, double best) { return x < best - 1e-12 * std::abs(best); }
+}  // namespace detail
+
+Matrix::Matrix(int size, double fill) : n(size) {
+  if (size < 0) bad("matrix size < 0");
+  a.assign(static_cast<std::size_t>(size) * size, fill);
+}
+
+namespace {
+
+bool better(double x, double best) {
+  return x < best - 1e-12 * std::abs(best);
+}
+
+// Exact search up to this many locations: every assignment (Heap's algorithm) where they have no
+// twins, else a depth-first search that prunes by the cost so far, one branch per twin class.
+// Beyond, branch and bound with per-node bounds. Random 8x8 instances: 21-26 M instructions for
+// branch and bound, 9 M for the enumeration; a Summit node: a few hundred nodes.
+constexpr int kEnumerateMax = 8;
 
 struct Qap {
+  Qap(const Matrix& flow, const Matrix& dist, int facilities, int locations)
+      : f(flow), d(dist), n(facilities), m(locations), ft(transpose(flow)), dt(transpose(dist)) {}
   const Matrix& f;
   const Matrix& d;
   int n, m;
+  Matrix ft, dt;                         // transposes: the delta loops read columns as rows
   const std::vector<int>* fc = nullptr;  // classes, or null
   const std::vector<int>* lc = nullptr;
   bool ok(int i, int l) const { return !fc || (*fc)[i] == (*lc)[l]; }
+  static Matrix transpose(const Matrix& x) {
+    Matrix t(x.n);
+    for (int i = 0; i < x.n; ++i)
+      for (int j = 0; j < x.n; ++j) t(j, i) = x(i, j);
+    return t;
+  }
+  const double* row(const Matrix& x, int i) const {
+    return x.a.data() + static_cast<std::size_t>(i) * x.n;
+  }
 };
 
-// Cost change of swapping the locations of facilities r and s.
+// Cost change of swapping the locations of facilities r and s. O(n).
 double delta_swap(const Qap& q, const std::vector<int>& pos, int r, int s) {
-  const Matrix& f = q.f;
-  const Matrix& d = q.d;
   const int a = pos[r], b = pos[s];
-  double delta = f(r, r) * (d(b, b) - d(a, a)) + f(s, s) * (d(a, a) - d(b, b)) +
-                 f(r, s) * (d(b, a) - d(a, b)) + f(s, r) * (d(a, b) - d(b, a));
+  const double *fr = q.row(q.f, r), *fs = q.row(q.f, s), *ftr = q.row(q.ft, r),
+               *fts = q.row(q.ft, s);
+  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a),
+               *dtb = q.row(q.dt, b);
+  double delta = fr[r] * (db[b] - da[a]) + fs[s] * (da[a] - db[b]) + fr[s] * (db[a] - da[b]) +
+                 fs[r] * (da[b] - db[a]);
   for (int k = 0; k < q.n; ++k) {
     if (k == r || k == s) continue;
     const int pk = pos[k];
-    delta += (f(r, k) - f(s, k)) * (d(b, pk) - d(a, pk)) + (f(k, r) - f(k, s)) * (d(pk, b) - d(pk, a));
+    delta += (fr[k] - fs[k]) * (db[pk] - da[pk]) + (ftr[k] - fts[k]) * (dtb[pk] - dta[pk]);
   }
   return delta;
 }
 
-// Cost change of moving facility r to the free location b.
+// Cost change of moving facility r to the free location b. O(n).
 double delta_move(const Qap& q, const std::vector<int>& pos, int r, int b) {
-  const Matrix& f = q.f;
-  const Matrix& d = q.d;
   const int a = pos[r];
-  double delta = f(r, r) * (d(b, b) - d(a, a));
+  const double *fr = q.row(q.f, r), *ftr = q.row(q.ft, r);
+  const double *da = q.row(q.d, a), *db = q.row(q.d, b), *dta = q.row(q.dt, a),
+               *dtb = q.row(q.dt, b);
+  double delta = fr[r] * (db[b] - da[a]);
   for (int k = 0; k < q.n; ++k) {
     if (k == r) continue;
     const int pk = pos[k];
-    delta += f(r, k) * (d(b, pk) - d(a, pk)) + f(k, r) * (d(pk, b) - d(pk, a));
+    delta += fr[k] * (db[pk] - da[pk]) + ftr[k] * (dtb[pk] - dta[pk]);
   }
   return delta;
 }
@@ -125,10 +152,11 @@ std::vector<int> greedy(const Qap& q) {
     for (int k = 0; k < q.m; ++k) central[l] += q.d(l, k) + q.d(k, l);
   std::vector<int> pos(q.n, -1);
   std::vector<char> used(q.m, 0);
-  std::vector<double> pull(q.n, 0.0);                           // flow to placed facilities
+  std::vector<double> pull(q.n, 0.0);                            // flow to placed facilities
   std::vector<double> lin(static_cast<std::size_t>(q.n) * q.m);  // cost against placed ones
   for (int i = 0; i < q.n; ++i)
-    for (int l = 0; l < q.m; ++l) lin[static_cast<std::size_t>(i) * q.m + l] = q.f(i, i) * q.d(l, l);
+    for (int l = 0; l < q.m; ++l)
+      lin[static_cast<std::size_t>(i) * q.m + l] = q.f(i, i) * q.d(l, l);
   for (int step = 0; step < q.n; ++step) {
     int i = -1;
     for (int c = 0; c < q.n; ++c) {
@@ -148,7 +176,8 @@ std::vector<int> greedy(const Qap& q) {
       if (pos[h] >= 0) continue;
       pull[h] += q.f(h, i) + q.f(i, h);
       for (int l = 0; l < q.m; ++l)
-        lin[static_cast<std::size_t>(h) * q.m + l] += q.f(h, i) * q.d(l, best) + q.f(i, h) * q.d(best, l);
+        lin[static_cast<std::size_t>(h) * q.m + l] +=
+            q.f(h, i) * q.d(l, best) + q.f(i, h) * q.d(best, l);
     }
   }
   return pos;
@@ -179,46 +208,161 @@ std::vector<int> kick(const Qap& q, std::vector<int> pos, int swaps, detail::Rng
   return pos;
 }
 
+// Twins: locations that swapping leaves the problem unchanged (same distances to every other
+// location and to each other both ways, same class). Among free twins one branch suffices: a
+// completion through the other is the same completion with the two swapped. On a Summit node the 6
+// GPUs are two classes of 3 twins; on an NVSwitch node all are twins. Returns, per location, the
+// first location of its class (swaps of twins compose, so the relation is an equivalence).
+std::vector<int> twins_of(const Qap& q) {
+  const Matrix& d = q.d;
+  auto twins = [&](int a, int b) {
+    if (q.lc && (*q.lc)[a] != (*q.lc)[b]) return false;
+    if (d(a, a) != d(b, b) || d(a, b) != d(b, a)) return false;
+    for (int x = 0; x < q.m; ++x)
+      if (x != a && x != b && (d(a, x) != d(b, x) || d(x, a) != d(x, b))) return false;
+    return true;
+  };
+  std::vector<int> twin(q.m);
+  for (int l = 0; l < q.m; ++l) {
+    twin[l] = l;
+    for (int t = 0; t < l && twin[l] == l; ++t)
+      if (twin[t] == t && twins(t, l)) twin[l] = t;
+  }
+  return twin;
+}
+
+// Every assignment, for up to 8 locations without symmetry (8! = 40,320): Heap's algorithm visits
+// them by single swaps, each costed by its O(n) delta; a candidate better than the best is
+// confirmed by a full evaluation, so rounding in the running sum cannot pick a wrong one. Fewer
+// facilities than locations are padded with facilities of no flow. O(m! n).
+std::vector<int> enumerate_all(const Qap& q, std::vector<int> best, double best_cost) {
+  Matrix pad(q.m);
+  for (int i = 0; i < q.n; ++i)
+    for (int j = 0; j < q.n; ++j) pad(i, j) = q.f(i, j);
+  const Qap p(pad, q.d, q.m, q.m);
+  std::vector<int> pos(best);
+  std::vector<char> used(q.m, 0);
+  for (int l : pos) used[l] = 1;
+  for (int l = 0; l < q.m; ++l)
+    if (!used[l]) pos.push_back(l);
+  double cost = best_cost;
+  std::vector<int> c(q.m, 0);
+  long step = 0;
+  for (int i = 0; i < q.m;) {
+    if (c[i] < i) {
+      const int a = i % 2 == 0 ? 0 : c[i];
+      cost += delta_swap(p, pos, a, i);
+      std::swap(pos[a], pos[i]);
+      if (++step % 1024 == 0) cost = qap_cost(pad, q.d, pos);  // keep rounding from piling up
+      if (better(cost, best_cost)) {
+        cost = qap_cost(pad, q.d, pos);
+        if (better(cost, best_cost)) best_cost = cost, best.assign(pos.begin(), pos.begin() + q.n);
+      }
+      ++c[i];
+      i = 0;
+    } else {
+      c[i] = 0;
+      ++i;
+    }
+  }
+  return best;
+}
+
 class BranchAndBound {
  public:
   BranchAndBound(const Qap& q, std::vector<int> best, double best_cost)
-      : q_(q), best_(std::move(best)), best_cost_(best_cost) {
+      : q_(q),
+        best_(std::move(best)),
+        best_cost_(best_cost),
+        twin_(twins_of(q)),
+        bounded_(q.m > kEnumerateMax) {
     const std::vector<double> tot = totals(q);
     order_.resize(q.n);
     std::iota(order_.begin(), order_.end(), 0);
     std::stable_sort(order_.begin(), order_.end(), [&](int x, int y) { return tot[x] > tot[y]; });
-    const std::size_t nm = static_cast<std::size_t>(q.n) * q.m;
-    lin_.assign(static_cast<std::size_t>(q.n + 1) * nm, 0.0);
-    for (int h = 0; h < q.n; ++h)
-      for (int l = 0; l < q.m; ++l) lin_[static_cast<std::size_t>(h) * q.m + l] = q.f(h, h) * q.d(l, l);
+    if (bounded_) {
+      const std::size_t nm = static_cast<std::size_t>(q.n) * q.m;
+      lin_.assign(static_cast<std::size_t>(q.n + 1) * nm, 0.0);
+      for (int h = 0; h < q.n; ++h)
+        for (int l = 0; l < q.m; ++l)
+          lin_[static_cast<std::size_t>(h) * q.m + l] = q.f(h, h) * q.d(l, l);
+    }
     pos_.assign(q.n, -1);
     used_.assign(q.m, 0);
-    // Twins: locations that swapping leaves the problem unchanged (same distances to every other
-    // location and to each other both ways, same class). Among free twins one branch suffices: a
-    // completion through the other is the same completion with the two swapped. On a Summit node the
-    // 6 GPUs are two classes of 3 twins; on an NVSwitch node all are twins.
-    twin_.resize(q.m);
-    for (int l = 0; l < q.m; ++l) {
-      twin_[l] = l;
-      for (int t = 0; t < l && twin_[l] == l; ++t)
-        if (twin_[t] == t && twins(t, l)) twin_[l] = t;
-    }
+    cand_.resize(q.n);
+    seen_.assign(q.n, std::vector<char>(q.m, 0));
+    e_.resize(static_cast<std::size_t>(q.m) * q.m);
+    flows_.resize(q.n);
   }
   void run() { dfs(0, 0.0); }
   const std::vector<int>& best() const { return best_; }
 
  private:
-  bool twins(int a, int b) const {
-    const Matrix& d = q_.d;
-    if (q_.lc && (*q_.lc)[a] != (*q_.lc)[b]) return false;
-    if (d(a, a) != d(b, b) || d(a, b) != d(b, a)) return false;
-    for (int x = 0; x < q_.m; ++x)
-      if (x != a && x != b && (d(a, x) != d(b, x) || d(x, a) != d(x, b))) return false;
-    return true;
+  // What facility fi = order_[t] adds at location l against order_[0..t). O(t).
+  double increment(int t, int fi, int l) const {
+    double inc = q_.f(fi, fi) * q_.d(l, l);
+    for (int u = 0; u < t; ++u) {
+      const int j = order_[u], pj = pos_[j];
+      inc += q_.f(fi, j) * q_.d(l, pj) + q_.f(j, fi) * q_.d(pj, l);
+    }
+    return inc;
   }
 
   double& lin(int depth, int h, int l) {
     return lin_[(static_cast<std::size_t>(depth) * q_.n + h) * q_.m + l];
+  }
+
+  // A lower bound on what facilities order_[t..n) add to a partial assignment, each facility
+  // relaxed on its own: facility h at free location k costs at least its cost against the placed
+  // ones, lin; with `pairs` (Gilmore-Lawler style) also half the least pairing of its flows to the
+  // other unplaced facilities (largest first) with k's distances to the other free locations
+  // (smallest first).
+  double bound(int t, bool pairs) {
+    if (t == q_.n) return 0;
+    if (!pairs) {
+      double total = 0;
+      for (int u = t; u < q_.n; ++u) {
+        double lo = -1;
+        for (int k = 0; k < q_.m; ++k)
+          if (!used_[k] && q_.ok(order_[u], k) && (lo < 0 || lin(t, order_[u], k) < lo))
+            lo = lin(t, order_[u], k);
+        if (lo < 0) return best_cost_;  // no free location of its class: a dead end
+        total += lo;
+      }
+      return total;
+    }
+    free_.clear();
+    for (int k = 0; k < q_.m; ++k)
+      if (!used_[k]) free_.push_back(k);
+    const int nf = static_cast<int>(free_.size());
+    for (int i = 0; i < nf; ++i) {  // per free location, its distances to the others, ascending
+      double* e = &e_[static_cast<std::size_t>(i) * q_.m];
+      int c = 0;
+      for (int j = 0; j < nf; ++j)
+        if (j != i) e[c++] = std::min(q_.d(free_[i], free_[j]), q_.d(free_[j], free_[i]));
+      std::sort(e, e + c);
+    }
+    double total = 0;
+    for (int u = t; u < q_.n; ++u) {
+      const int h = order_[u];
+      int c = 0;
+      for (int w = t; w < q_.n; ++w)
+        if (w != u) flows_[c++] = q_.f(h, order_[w]) + q_.f(order_[w], h);
+      std::sort(flows_.begin(), flows_.begin() + c, std::greater<double>());
+      double lo = -1;
+      for (int i = 0; i < nf; ++i) {
+        const int k = free_[i];
+        if (!q_.ok(h, k)) continue;
+        const double* e = &e_[static_cast<std::size_t>(i) * q_.m];
+        double pair = 0;
+        for (int j = 0; j < c; ++j) pair += flows_[j] * e[j];
+        const double v = lin(t, h, k) + 0.5 * pair;
+        if (lo < 0 || v < lo) lo = v;
+      }
+      if (lo < 0) return best_cost_;  // no free location of its class: a dead end
+      total += lo;
+    }
+    return total;
   }
 
   void dfs(int t, double partial) {
@@ -227,12 +371,14 @@ class BranchAndBound {
       return;
     }
     const int fi = order_[t];
-    std::vector<std::pair<double, int>> cand;
-    std::vector<char> seen(q_.m, 0);  // twin classes already branched on at this node
+    std::vector<std::pair<double, int>>& cand = cand_[t];
+    std::vector<char>& seen = seen_[t];  // twin classes already branched on at this node
+    cand.clear();
+    std::fill(seen.begin(), seen.end(), 0);
     for (int l = 0; l < q_.m; ++l)
       if (!used_[l] && q_.ok(fi, l) && !seen[twin_[l]]) {
         seen[twin_[l]] = 1;
-        cand.push_back({lin(t, fi, l), l});
+        cand.push_back({bounded_ ? lin(t, fi, l) : increment(t, fi, l), l});
       }
     std::sort(cand.begin(), cand.end());
     for (const auto& [inc, l] : cand) {
@@ -240,23 +386,19 @@ class BranchAndBound {
       if (!better(p, best_cost_)) break;  // sorted: the rest cost more
       pos_[fi] = l;
       used_[l] = 1;
-      double bound = p;
-      for (int u = t + 1; u < q_.n; ++u) {
-        const int h = order_[u];
-        double lo = -1;
-        for (int k = 0; k < q_.m; ++k) {
-          if (used_[k]) continue;
-          const double v = lin(t, h, k) + q_.f(h, fi) * q_.d(k, l) + q_.f(fi, h) * q_.d(l, k);
-          lin(t + 1, h, k) = v;
-          if (q_.ok(h, k) && (lo < 0 || v < lo)) lo = v;
+      bool go = true;
+      if (bounded_) {
+        for (int u = t + 1; u < q_.n; ++u) {
+          const int h = order_[u];
+          for (int k = 0; k < q_.m; ++k)
+            if (!used_[k])
+              lin(t + 1, h, k) = lin(t, h, k) + q_.f(h, fi) * q_.d(k, l) + q_.f(fi, h) * q_.d(l, k);
         }
-        if (lo < 0) {  // no free location of its class: a dead end
-          bound = best_cost_;
-          break;
-        }
-        bound += lo;
+        // The cheap bound first; the stronger one only where the cheap one does not prune.
+        go = better(p + bound(t + 1, false), best_cost_) &&
+             better(p + bound(t + 1, true), best_cost_);
       }
-      if (better(bound, best_cost_)) dfs(t + 1, p);
+      if (go) dfs(t + 1, p);
       pos_[fi] = -1;
       used_[l] = 0;
     }
@@ -270,24 +412,34 @@ class BranchAndBound {
   std::vector<int> pos_;
   std::vector<char> used_;
   std::vector<int> twin_;  // the first location of each one's twin class
+  // Bounds at every node (lin_, bound()): worth their O(n m) where the tree is deep; up to
+  // kEnumerateMax locations, with twins cutting the tree, pruning by the cost so far is cheaper.
+  bool bounded_;
+  std::vector<std::vector<std::pair<double, int>>> cand_;  // per depth: (increment, location)
+  std::vector<std::vector<char>> seen_;
+  std::vector<int> free_;
+  std::vector<double> e_;
+  std::vector<double> flows_;
 };
 
 }  // namespace
 
 Matrix cost_from_bandwidth(const Matrix& bandwidth) {
-  check_matrix(bandwidth, "bandwidth matrix");
+  detail::check_matrix(bandwidth, "bandwidth matrix");
   Matrix c(bandwidth.n);
   for (int i = 0; i < c.n; ++i)
     for (int j = 0; j < c.n; ++j) {
       const double b = bandwidth(i, j);
-      if (b <= 0 && i != j) bad("bandwidth <= 0 between GPUs " + std::to_string(i) + " and " + std::to_string(j));
+      if (b <= 0 && i != j)
+        bad("bandwidth <= 0 between GPUs " + std::to_string(i) + " and " + std::to_string(j));
       c(i, j) = b > 0 ? 1.0 / b : 0.0;
     }
   return c;
 }
 
 double qap_cost(const Matrix& flow, const Matrix& dist, const std::vector<int>& assignment) {
-  if (static_cast<int>(assignment.size()) != flow.n) bad("assignment size differs from the flow matrix");
+  if (static_cast<int>(assignment.size()) != flow.n)
+    bad("assignment size differs from the flow matrix");
   double c = 0;
   for (int i = 0; i < flow.n; ++i) {
     const int pi = assignment[i];
@@ -302,14 +454,16 @@ double qap_cost(const Matrix& flow, const Matrix& dist, const std::vector<int>& 
 
 QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
                     const std::vector<int>* start) {
-  check_matrix(flow, "flow matrix");
-  check_matrix(dist, "distance matrix");
+  detail::check_matrix(flow, "flow matrix");
+  detail::check_matrix(dist, "distance matrix");
   const int n = flow.n, m = dist.n;
-  if (n > m) bad("more facilities (" + std::to_string(n) + ") than locations (" + std::to_string(m) + ")");
+  if (n > m)
+    bad("more facilities (" + std::to_string(n) + ") than locations (" + std::to_string(m) + ")");
   if (o.restarts < 0) bad("negative restart count");
-  Qap q{flow, dist, n, m};
+  Qap q(flow, dist, n, m);
   if (!o.facility_class.empty() || !o.location_class.empty()) {
-    if (static_cast<int>(o.facility_class.size()) != n || static_cast<int>(o.location_class.size()) != m)
+    if (static_cast<int>(o.facility_class.size()) != n ||
+        static_cast<int>(o.location_class.size()) != m)
       bad("facility/location classes must have one entry per facility and per location");
     std::map<int, int> need;
     for (int c : o.facility_class) ++need[c];
@@ -329,28 +483,39 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
     std::vector<char> seen(m, 0);
     for (int i = 0; i < n; ++i) {
       const int l = (*start)[i];
-      if (l < 0 || l >= m || seen[l] || !q.ok(i, l)) bad("start assignment is not a valid assignment");
+      if (l < 0 || l >= m || seen[l] || !q.ok(i, l))
+        bad("start assignment is not a valid assignment");
       seen[l] = 1;
     }
   }
-  // Heuristic first: its answer is the result above exact_max, and the exact solver's first bound.
+  const bool exact =
+      o.method == QapMethod::exact || (o.method == QapMethod::automatic && n <= o.exact_max);
+  // Heuristic first: its answer is the result above exact_max, and branch and bound's first bound.
+  // Up to kEnumerateMax locations the exact search needs no more than the greedy start: the
+  // enumeration visits everything anyway, the twin search only a handful of nodes.
   std::vector<int> best = start ? *start : greedy(q);
   double best_cost = qap_cost(flow, dist, best);
-  auto consider = [&](std::vector<int> pos) {
-    local_search(q, pos);
+  auto consider = [&](std::vector<int> pos, bool improve) {
+    if (improve) local_search(q, pos);
     const double c = qap_cost(flow, dist, pos);
     if (better(c, best_cost)) best = std::move(pos), best_cost = c;
   };
-  if (start) consider(greedy(q));
-  consider(best);
-  const bool exact = o.method == QapMethod::exact ||
-                     (o.method == QapMethod::automatic && n <= o.exact_max);
+  const bool improve = !exact || m > kEnumerateMax;
+  if (start) consider(greedy(q), improve);
+  if (improve) consider(best, true);
   // Iterated local search: mostly kicks of the best so far, every fourth a fresh random start.
-  // The exact solver needs only a good first bound, which the greedy start gives.
   detail::Rng rng(o.seed);
   for (int i = 0; !exact && i < o.restarts; ++i)
-    consider(i % 4 == 3 ? random_start(q, rng) : kick(q, best, 2 + i % 3, rng));
+    consider(i % 4 == 3 ? random_start(q, rng) : kick(q, best, 2 + i % 3, rng), true);
+  bool symmetric = false;
   if (exact) {
+    const std::vector<int> twin = twins_of(q);
+    for (int l = 0; l < m; ++l) symmetric = symmetric || twin[l] != l;
+  }
+  if (exact && m <= kEnumerateMax && !q.fc && !symmetric) {
+    best = enumerate_all(q, best, best_cost);
+    best_cost = qap_cost(flow, dist, best);
+  } else if (exact) {
     BranchAndBound bb(q, best, best_cost);
     bb.run();
     best = bb.best();
@@ -360,89 +525,6 @@ QapResult solve_qap(const Matrix& flow, const Matrix& dist, const QapOptions& o,
   r.cost = best_cost;
   r.exact = exact;
   return r;
-}
-
-Placement place(const Partition& p, const Halo& halo, i64 bytes_per_cell, const Machine& mc,
-                const PlaceOptions& o) {
-  const int N = p.nodes(), P = p.gpus_per_node(), S = p.subdomains_per_gpu();
-  if (mc.nodes != N || mc.gpus_per_node != P)
-    bad("machine of " + std::to_string(mc.nodes) + " nodes x " + std::to_string(mc.gpus_per_node) +
-        " GPUs does not match the partition's " + std::to_string(N) + " x " + std::to_string(P));
-  if (!mc.gpu_cost.empty() && mc.gpu_cost.n != P) bad("GPU cost matrix size differs from GPUs per node");
-  if (!mc.gpu_cost.empty()) check_matrix(mc.gpu_cost, "GPU cost matrix");
-  const int total = p.size();
-  Placement pl;
-  pl.node.resize(total);
-  pl.gpu.resize(total);
-  if (o.strategy == Strategy::trivial || o.strategy == Strategy::random) {
-    // Rank order = the global grid's linear order, x fastest: what a code without node blocks does.
-    const Int3 g = p.grid();
-    std::vector<int> order(total);
-    for (int i = 0; i < total; ++i) {
-      const Int3 c = p.subdomains[i].coords;
-      order[c[0] + g[0] * (c[1] + g[1] * c[2])] = i;
-    }
-    if (o.strategy == Strategy::random) {
-      detail::Rng rng(o.seed);
-      rng.shuffle(order);
-    }
-    for (int k = 0; k < total; ++k) {
-      pl.node[order[k]] = k / (P * S);
-      pl.gpu[order[k]] = (k % (P * S)) / S;
-    }
-    return pl;
-  }
-  for (int i = 0; i < total; ++i) {
-    pl.node[i] = p.subdomains[i].node;
-    pl.gpu[i] = p.subdomains[i].gpu;
-  }
-  if (o.strategy == Strategy::node_aware || mc.gpu_cost.empty() || P == 1) return pl;
-  // Per node, the bytes between its GPU blocks, then the blocks onto GPUs.
-  const std::vector<Flow> flows = halo_flows(p, halo, bytes_per_cell);
-  std::vector<Matrix> between(N, Matrix(P));
-  for (const Flow& f : flows) {
-    const Subdomain& s = p.subdomains[f.src];
-    const Subdomain& d = p.subdomains[f.dst];
-    if (s.node == d.node) between[s.node](s.gpu, d.gpu) += static_cast<double>(f.bytes);
-  }
-  std::vector<int> identity(P);
-  std::iota(identity.begin(), identity.end(), 0);
-  for (int node = 0; node < N; ++node) {
-    QapOptions qo = o.qap;
-    qo.seed = o.qap.seed + static_cast<std::uint64_t>(node);
-    const QapResult r = solve_qap(between[node], mc.gpu_cost, qo, &identity);
-    for (int i = node * P * S; i < (node + 1) * P * S; ++i) pl.gpu[i] = r.assignment[p.subdomains[i].gpu];
-  }
-  return pl;
-}
-
-Traffic traffic(const std::vector<Flow>& flows, const std::vector<int>& node,
-                const std::vector<int>& gpu, const Matrix& gpu_cost) {
-  if (node.size() != gpu.size()) bad("node and GPU vectors differ in size");
-  if (!gpu_cost.empty()) check_matrix(gpu_cost, "GPU cost matrix");
-  const int n = static_cast<int>(node.size());
-  std::map<double, i64> classes;
-  Traffic t;
-  for (const Flow& f : flows) {
-    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n) bad("flow between unknown subdomains");
-    if (f.bytes < 0) bad("negative flow");
-    if (node[f.src] != node[f.dst]) {
-      t.inter_node += f.bytes;
-    } else if (gpu[f.src] == gpu[f.dst]) {
-      t.same_gpu += f.bytes;
-    } else {
-      double c = 0;
-      if (!gpu_cost.empty()) {
-        if (gpu[f.src] < 0 || gpu[f.src] >= gpu_cost.n || gpu[f.dst] < 0 || gpu[f.dst] >= gpu_cost.n)
-          bad("GPU index outside the cost matrix");
-        c = gpu_cost(gpu[f.src], gpu[f.dst]);
-      }
-      classes[c] += f.bytes;
-      t.cost += c * static_cast<double>(f.bytes);
-    }
-  }
-  for (const auto& [c, b] : classes) t.intra_node.push_back({c, b});
-  return t;
 }
 
 }  // namespace ferry::place

@@ -4,14 +4,14 @@
 // METIS balances to a tolerance (at least 0.1 %: a part of 6 ranks may come back with 5 or 7), and
 // a rank count must be exact. Rebalancing moves vertices out of parts that are too large, each time
 // the move that costs the least cut (a heap of candidate moves, refreshed lazily). Refinement then
-// swaps pairs of vertices between adjacent parts — a swap keeps both sizes — taking per part pair the
-// best of the most promising candidates, as long as a swap lowers the cut (Kernighan-Lin's move,
-// without its hill climbing).
-#include "place/detail.hpp"
-
+// swaps pairs of vertices between adjacent parts — a swap keeps both sizes — taking per part pair
+// the best of the most promising candidates, as long as a swap lowers the cut (Kernighan-Lin's
+// move, without its hill climbing).
 #include <algorithm>
 #include <queue>
 #include <tuple>
+
+#include "place/detail.hpp"
 
 namespace ferry::place::detail {
 
@@ -124,9 +124,16 @@ i64 refine_swaps(const WGraph& g, int k, std::vector<int>& part) {
   Connectivity c(k);
   std::vector<Cand> cand;
   std::vector<std::pair<i64, int>> ab, ba;
+  std::vector<int> start(static_cast<std::size_t>(k) + 1), order(g.n);
   for (int pass = 0; pass < kPasses; ++pass) {
+    // Vertices by part (a counting sort), so the candidates come out grouped by part and only
+    // each part's few need sorting.
+    std::fill(start.begin(), start.end(), 0);
+    for (int v = 0; v < g.n; ++v) ++start[part[v] + 1];
+    for (int p = 0; p < k; ++p) start[p + 1] += start[p];
+    for (int v = 0; v < g.n; ++v) order[start[part[v]]++] = v;
     cand.clear();
-    for (int v = 0; v < g.n; ++v) {
+    for (int v : order) {
       c.of(g, part, v);
       const int a = part[v];
       for (int b : c.touched)
@@ -137,12 +144,19 @@ i64 refine_swaps(const WGraph& g, int k, std::vector<int>& part) {
     i64 most = 0;
     for (const Cand& x : cand) most = std::max(most, x.gain);
     if (most <= 0) break;
-    cand.erase(std::remove_if(cand.begin(), cand.end(), [&](const Cand& x) { return x.gain <= -most; }),
-               cand.end());
+    cand.erase(
+        std::remove_if(cand.begin(), cand.end(), [&](const Cand& x) { return x.gain <= -most; }),
+        cand.end());
     // By pair, best gain first; ties by vertex, so the result does not depend on the sort.
-    std::sort(cand.begin(), cand.end(), [](const Cand& x, const Cand& y) {
+    const auto by_pair = [](const Cand& x, const Cand& y) {
       return x.pair != y.pair ? x.pair < y.pair : x.gain != y.gain ? x.gain > y.gain : x.v < y.v;
-    });
+    };
+    for (auto it = cand.begin(); it != cand.end();) {
+      auto end = it;
+      while (end != cand.end() && end->pair / k == it->pair / k) ++end;
+      std::sort(it, end, by_pair);
+      it = end;
+    }
     auto group = [&](i64 pair) {
       return std::lower_bound(cand.begin(), cand.end(), pair,
                               [](const Cand& x, i64 p) { return x.pair < p; });
@@ -157,12 +171,15 @@ i64 refine_swaps(const WGraph& g, int k, std::vector<int>& part) {
       const auto group_begin = it;
       it = end;
       // Stale gains bound what a swap can win (a shared edge only lowers it): skip hopeless pairs.
-      if (other == cand.end() || other->pair != i64{b} * k + a || group_begin->gain + other->gain <= 0)
+      if (other == cand.end() || other->pair != i64{b} * k + a ||
+          group_begin->gain + other->gain <= 0)
         continue;
       ab.clear();
       ba.clear();
-      for (auto x = group_begin; x != end && static_cast<int>(ab.size()) < kTop; ++x) ab.push_back({x->gain, x->v});
-      for (auto x = other; x != cand.end() && x->pair == other->pair && static_cast<int>(ba.size()) < kTop; ++x)
+      for (auto x = group_begin; x != end && static_cast<int>(ab.size()) < kTop; ++x)
+        ab.push_back({x->gain, x->v});
+      for (auto x = other;
+           x != cand.end() && x->pair == other->pair && static_cast<int>(ba.size()) < kTop; ++x)
         ba.push_back({x->gain, x->v});
       for (;;) {
         // Fresh gains (earlier swaps change them), then the best pair.

@@ -1,17 +1,16 @@
 // place/reorder.cpp — graphs, their partition into parts of exact sizes, and rank reordering
 // (dissertation §5.7: TEMPI asks a partitioner for N parts of P ranks; here the parts are then also
 // placed on the GPUs of their node, which §5.7 left out and §4.4 does for the stencil library).
-#include "place/detail.hpp"
-#include "sys/error.hpp"
-
 #include <mpi.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <map>
 #include <numeric>
 #include <tuple>
+
+#include "place/detail.hpp"
+#include "sys/error.hpp"
 
 namespace ferry::place {
 
@@ -19,9 +18,12 @@ using detail::bad;
 
 const char* name(Partitioner p) {
   switch (p) {
-    case Partitioner::automatic: return "automatic";
-    case Partitioner::metis: return "metis";
-    case Partitioner::builtin: return "builtin";
+    case Partitioner::automatic:
+      return "automatic";
+    case Partitioner::metis:
+      return "metis";
+    case Partitioner::builtin:
+      return "builtin";
   }
   return "unknown";
 }
@@ -31,7 +33,8 @@ Graph graph_from_flows(int n, const std::vector<Flow>& flows) {
   std::vector<std::tuple<int, int, i64>> e;
   e.reserve(2 * flows.size());
   for (const Flow& f : flows) {
-    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n) bad("flow between vertices outside the graph");
+    if (f.src < 0 || f.src >= n || f.dst < 0 || f.dst >= n)
+      bad("flow between vertices outside the graph");
     if (f.bytes < 0) bad("negative flow");
     if (f.src == f.dst) continue;
     e.emplace_back(f.src, f.dst, f.bytes);
@@ -43,7 +46,8 @@ Graph graph_from_flows(int n, const std::vector<Flow>& flows) {
   for (std::size_t i = 0; i < e.size(); ++i) {
     const auto [u, v, w] = e[i];
     if (!g.adjncy.empty() && i > 0 && std::get<0>(e[i - 1]) == u && std::get<1>(e[i - 1]) == v) {
-      g.weight.back() = ferry::detail::checked_add(g.weight.back(), w, MPI_ERR_ARG, "ferry::place: edge weight");
+      g.weight.back() =
+          ferry::detail::checked_add(g.weight.back(), w, MPI_ERR_ARG, "ferry::place: edge weight");
       continue;
     }
     g.adjncy.push_back(v);
@@ -62,11 +66,14 @@ void check_structure(const Graph& g) {
   const int n = g.vertices();
   for (int v = 0; v < n; ++v)
     if (g.xadj[v + 1] < g.xadj[v]) bad("graph xadj decreases at vertex " + std::to_string(v));
-  if (g.xadj[n] != static_cast<i64>(g.adjncy.size())) bad("graph xadj does not end at the edge count");
+  if (g.xadj[n] != static_cast<i64>(g.adjncy.size()))
+    bad("graph xadj does not end at the edge count");
   if (g.adjncy.size() > static_cast<std::size_t>(INT_MAX)) bad("graph has too many edges");
-  if (!g.weight.empty() && g.weight.size() != g.adjncy.size()) bad("graph weights differ in count from edges");
+  if (!g.weight.empty() && g.weight.size() != g.adjncy.size())
+    bad("graph weights differ in count from edges");
   for (int u : g.adjncy)
-    if (u < 0 || u >= n) bad("graph edge to vertex " + std::to_string(u) + " outside 0.." + std::to_string(n - 1));
+    if (u < 0 || u >= n)
+      bad("graph edge to vertex " + std::to_string(u) + " outside 0.." + std::to_string(n - 1));
   for (i64 w : g.weight)
     if (w < 0) bad("negative edge weight");
 }
@@ -74,20 +81,24 @@ void check_structure(const Graph& g) {
 void check_sizes(int n, const std::vector<int>& sizes) {
   if (sizes.empty()) bad("no parts");
   if (static_cast<i64>(sizes.size()) > n)
-    bad("more parts (" + std::to_string(sizes.size()) + ") than vertices (" + std::to_string(n) + ")");
+    bad("more parts (" + std::to_string(sizes.size()) + ") than vertices (" + std::to_string(n) +
+        ")");
   i64 sum = 0;
   for (int s : sizes) {
     if (s < 1) bad("part size " + std::to_string(s) + " < 1");
     sum += s;
   }
-  if (sum != n) bad("part sizes sum to " + std::to_string(sum) + ", not the " + std::to_string(n) + " vertices");
+  if (sum != n)
+    bad("part sizes sum to " + std::to_string(sum) + ", not the " + std::to_string(n) +
+        " vertices");
 }
 
 Partitioner resolve(Partitioner p) {
   if (p == Partitioner::metis && !metis_available())
     ferry::detail::fail(MPI_ERR_UNSUPPORTED_OPERATION,
                         "ferry::place: this build has no METIS (configure with FERRY_METIS=ON)");
-  if (p == Partitioner::automatic) return metis_available() ? Partitioner::metis : Partitioner::builtin;
+  if (p == Partitioner::automatic)
+    return metis_available() ? Partitioner::metis : Partitioner::builtin;
   return p;
 }
 
@@ -109,8 +120,8 @@ void check_graph(const Graph& g) {
     std::size_t out = begin;
     for (std::size_t i = begin; i < row.size(); ++i) {
       if (out > begin && row[out - 1].first == row[i].first)
-        row[out - 1].second = ferry::detail::checked_add(row[out - 1].second, row[i].second, MPI_ERR_ARG,
-                                                         "ferry::place: edge weight");
+        row[out - 1].second = ferry::detail::checked_add(row[out - 1].second, row[i].second,
+                                                         MPI_ERR_ARG, "ferry::place: edge weight");
       else
         row[out++] = row[i];
     }
@@ -130,7 +141,8 @@ void check_graph(const Graph& g) {
 
 i64 edge_cut(const Graph& g, const std::vector<int>& part) {
   check_structure(g);
-  if (static_cast<int>(part.size()) != g.vertices()) bad("part vector size differs from the vertex count");
+  if (static_cast<int>(part.size()) != g.vertices())
+    bad("part vector size differs from the vertex count");
   i64 cut = 0;
   for (int v = 0; v < g.vertices(); ++v)
     for (i64 i = g.xadj[v]; i < g.xadj[v + 1]; ++i)
@@ -146,7 +158,8 @@ std::vector<int> partition_wgraph(const WGraph& g, const std::vector<int>& sizes
   const int k = static_cast<int>(sizes.size());
   if (k == 1) return std::vector<int>(g.n, 0);
   std::vector<int> part;
-  if (used == Partitioner::metis && !metis_partition(g, sizes, o.seed, part)) used = Partitioner::builtin;
+  if (used == Partitioner::metis && !metis_partition(g, sizes, o.seed, part))
+    used = Partitioner::builtin;
   if (used == Partitioner::builtin) {
     Rng rng(o.seed);
     part = recursive_bisection(g, sizes, rng);
@@ -161,7 +174,8 @@ Nodes group_nodes(const std::vector<Slot>& slots, const Matrix& gpu_cost) {
   for (const Slot& s : slots) {
     if (s.node < 0 || s.gpu < 0) bad("negative node or GPU in a slot");
     if (!gpu_cost.empty() && s.gpu >= gpu_cost.n)
-      bad("slot GPU " + std::to_string(s.gpu) + " outside the " + std::to_string(gpu_cost.n) + "-GPU cost matrix");
+      bad("slot GPU " + std::to_string(s.gpu) + " outside the " + std::to_string(gpu_cost.n) +
+          "-GPU cost matrix");
     ids.push_back(s.node);
   }
   std::sort(ids.begin(), ids.end());
@@ -170,7 +184,8 @@ Nodes group_nodes(const std::vector<Slot>& slots, const Matrix& gpu_cost) {
   nodes.slots.resize(ids.size());
   nodes.of_slot.resize(slots.size());
   for (std::size_t r = 0; r < slots.size(); ++r) {
-    const int j = static_cast<int>(std::lower_bound(ids.begin(), ids.end(), slots[r].node) - ids.begin());
+    const int j =
+        static_cast<int>(std::lower_bound(ids.begin(), ids.end(), slots[r].node) - ids.begin());
     nodes.of_slot[r] = j;
     nodes.slots[j].push_back(static_cast<int>(r));
   }
@@ -196,7 +211,8 @@ std::vector<int> match_parts(const std::vector<int>& part, const Nodes& nodes) {
   std::sort(overlap.begin(), overlap.end());
   std::vector<int> node_of_part(k, -1), part_of_node(k, -1);
   for (const auto& [c, p, j] : overlap)
-    if (node_of_part[p] < 0 && part_of_node[j] < 0 && size[p] == static_cast<int>(nodes.slots[j].size()))
+    if (node_of_part[p] < 0 && part_of_node[j] < 0 &&
+        size[p] == static_cast<int>(nodes.slots[j].size()))
       node_of_part[p] = j, part_of_node[j] = p;
   for (int p = 0; p < k; ++p) {
     if (node_of_part[p] >= 0) continue;
@@ -205,7 +221,8 @@ std::vector<int> match_parts(const std::vector<int>& part, const Nodes& nodes) {
         node_of_part[p] = j, part_of_node[j] = p;
         break;
       }
-    if (node_of_part[p] < 0) ferry::detail::fail(MPI_ERR_INTERN, "ferry::place: a part matches no node");
+    if (node_of_part[p] < 0)
+      ferry::detail::fail(MPI_ERR_INTERN, "ferry::place: a part matches no node");
   }
   return node_of_part;
 }
@@ -216,7 +233,9 @@ std::vector<int> fill_slots(const std::vector<int>& node_of_vertex,
   const int n = static_cast<int>(node_of_vertex.size());
   std::vector<int> old_of_new(n, -1);
   std::vector<char> taken(n, 0);
-  auto fits = [&](int v, int s) { return gpu_of_vertex[v] < 0 || slots[s].gpu == gpu_of_vertex[v]; };
+  auto fits = [&](int v, int s) {
+    return gpu_of_vertex[v] < 0 || slots[s].gpu == gpu_of_vertex[v];
+  };
   for (int v = 0; v < n; ++v)
     if (nodes.of_slot[v] == node_of_vertex[v] && fits(v, v)) old_of_new[v] = v, taken[v] = 1;
   std::vector<std::size_t> next(nodes.slots.size(), 0);  // all slots before it are taken or skipped
@@ -272,7 +291,8 @@ Reordering finish(const WGraph& g, std::vector<int> old_of_new, const Nodes& nod
 
 }  // namespace detail
 
-GraphPartition partition_graph(const Graph& g, const std::vector<int>& sizes, const GraphOptions& o) {
+GraphPartition partition_graph(const Graph& g, const std::vector<int>& sizes,
+                               const GraphOptions& o) {
   check_graph(g);
   check_sizes(g.vertices(), sizes);
   const detail::WGraph wg = detail::to_wgraph(g);
@@ -287,13 +307,21 @@ namespace {
 // The GPUs of one node for its vertices V (ascending) on its slots S: one vertex per GPU, placed by
 // the QAP directly; several, grouped first by partition_wgraph (group i sized for GPU i), the
 // groups then placed by the QAP among GPUs of the same slot count.
+// `local` is -1 for every vertex on entry and on return (scratch for the vertex -> index in V map).
 void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std::vector<int>& S,
                    const std::vector<Slot>& slots, const Matrix& gpu_cost, const ReorderOptions& o,
-                   int node, std::vector<int>& gpu_of) {
-  std::map<int, int> count;
-  for (int s : S) ++count[slots[s].gpu];
-  std::vector<int> L, cap;
-  for (const auto& [gpu, c] : count) L.push_back(gpu), cap.push_back(c);
+                   int node, std::vector<int>& gpu_of, std::vector<int>& local) {
+  std::vector<int> L;  // the node's GPUs, ascending, and the slots each has
+  for (int s : S) L.push_back(slots[s].gpu);
+  std::sort(L.begin(), L.end());
+  std::vector<int> cap;
+  for (std::size_t i = 0; i < L.size(); ++i) {
+    if (i > 0 && L[i] == L[i - 1])
+      ++cap.back();
+    else
+      cap.push_back(1);
+  }
+  L.erase(std::unique(L.begin(), L.end()), L.end());
   const int G = static_cast<int>(L.size());
   if (G == 1) {
     for (int v : V) gpu_of[v] = L[0];
@@ -311,7 +339,8 @@ void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std
     for (std::size_t i = 0; i < V.size(); ++i) {
       const auto it = std::find(S.begin(), S.end(), V[i]);
       if (it == S.end()) continue;
-      const int l = static_cast<int>(std::lower_bound(L.begin(), L.end(), slots[V[i]].gpu) - L.begin());
+      const int l =
+          static_cast<int>(std::lower_bound(L.begin(), L.end(), slots[V[i]].gpu) - L.begin());
       if (!used[l]) pos[i] = l, used[l] = 1;
     }
     int l = 0;
@@ -326,13 +355,13 @@ void place_on_gpus(const detail::WGraph& g, const std::vector<int>& V, const std
     group = detail::partition_wgraph(detail::induced(g, V), cap, o.graph, used);
   }
   Matrix flow(G), dist(G);
-  std::map<int, int> local;
   for (std::size_t i = 0; i < V.size(); ++i) local[V[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < V.size(); ++i)
     for (int e = g.xadj[V[i]]; e < g.xadj[V[i] + 1]; ++e) {
-      const auto it = local.find(g.adj[e]);
-      if (it != local.end()) flow(group[i], group[it->second]) += static_cast<double>(g.w[e]);
+      const int j = local[g.adj[e]];
+      if (j >= 0) flow(group[i], group[j]) += static_cast<double>(g.w[e]);
     }
+  for (int v : V) local[v] = -1;
   for (int a = 0; a < G; ++a)
     for (int b = 0; b < G; ++b) dist(a, b) = gpu_cost(L[a], L[b]);
   QapOptions qo = o.qap;
@@ -368,10 +397,13 @@ Reordering reorder(const Graph& g, const std::vector<Slot>& slots, const Matrix&
     node_of[v] = node_of_part[part[v]];
     members[node_of[v]].push_back(v);
   }
-  if (!gpu_cost.empty())
-    for (int j = 0; j < k; ++j) place_on_gpus(wg, members[j], nodes.slots[j], slots, gpu_cost, o, j, gpu_of);
-  return detail::finish(wg, detail::fill_slots(node_of, gpu_of, nodes, slots), nodes, slots, gpu_cost,
-                        name(used));
+  if (!gpu_cost.empty()) {
+    std::vector<int> local(n, -1);
+    for (int j = 0; j < k; ++j)
+      place_on_gpus(wg, members[j], nodes.slots[j], slots, gpu_cost, o, j, gpu_of, local);
+  }
+  return detail::finish(wg, detail::fill_slots(node_of, gpu_of, nodes, slots), nodes, slots,
+                        gpu_cost, name(used));
 }
 
 }  // namespace ferry::place
