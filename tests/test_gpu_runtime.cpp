@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -247,6 +248,21 @@ TEST_F(GpuRuntime, TransportPoolsAndExports) {
   EXPECT_EQ(e.id, again.id);
   EXPECT_FALSE(transport::export_pointer(staging.get(), &again)) << "pinned host memory";
   gpu::free_device(mem);
+}
+
+TEST_F(GpuRuntime, MeasuresPeerBandwidth) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) GTEST_SKIP() << "one measurement per node";
+  const transport::Bandwidth b = transport::Bandwidth::measure();
+  EXPECT_EQ(b.gpus(), gpu::device_count());
+  EXPECT_EQ(b.source(), "measured");
+  for (int i = 0; i < b.gpus(); ++i)
+    for (int j = 0; j < b.gpus(); ++j)
+      if (i != j) EXPECT_GT(b.at(i, j), 1.0) << i << " to " << j << ": more than 1 GB/s between GPUs";
+  const transport::Bandwidth back = transport::Bandwidth::parse(b.to_text(), "again");
+  EXPECT_EQ(back.gpus(), b.gpus());
+  std::printf("peer bandwidth, GB/s:\n%s", b.to_text().c_str());
 }
 
 // Two ranks: the exporter's allocations mapped by the importer through the cache.

@@ -52,8 +52,9 @@ class Bandwidth {
   // parse() of a file; MPI_ERR_FILE when it cannot be read.
   static Bandwidth load(const std::string& path);
   // Times a 64 MiB peer copy each way between every pair of the GPUs this process sees (the
-  // node's GPUs in CUDA's order; run it where all of them are visible). A second or more on a
-  // node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
+  // node's GPUs in CUDA's order; run it where all of them are visible), enabling peer access
+  // between those that have it; to_text() of the result is a file for FERRY_BANDWIDTH. A second or
+  // more on a node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
   static Bandwidth measure();
   int gpus() const { return n_; }
   // GB/s from GPU `from` to GPU `to`; the uniform default for indices outside the matrix (GPUs
@@ -110,7 +111,8 @@ class Topology {
   const Bandwidth& bandwidth() const { return bandwidth_; }
   // GB/s between the GPUs of ranks a and b (on one node; the uniform default otherwise).
   double bandwidth(int a, int b) const;
-  // One line: "2 nodes (simulated 2x2), 4 ranks: node 0 ranks 0-1 GPUs 0,1; ... ; bandwidth uniform".
+  // One line: "2 nodes (simulated), 4 ranks: node 0 ranks 0-1 on 2 GPUs; node 1 ranks 2-3 on 2
+  // GPUs; bandwidth uniform".
   std::string describe() const;
 
  private:
