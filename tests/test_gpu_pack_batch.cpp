@@ -143,8 +143,9 @@ struct Arenas {
 
 enum Kind { kPack, kUnpack, kCopy };
 
-// A group of random moves, run as one batch on buffers at `set` of two arena sets, then rebound
-// to the other set and run again: the second launch must write only there.
+// A group of random moves, run as one batch on one set of buffers, then rebound to a second set
+// 8 bytes off the first's alignment (the word sizes must follow) and run again: the second launch
+// must write only there.
 TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
   const int groups = env_int("FERRY_GPU_BATCHES", 60);
   const std::uint64_t base = seed_base(555555);
@@ -163,10 +164,11 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
       cases.push_back(std::move(c));
     }
     const i64 sizes[3] = {ar.src_at + 16, ar.dst_at + 16, ar.packed_at + 16};
-    // Two sets of arenas: the batch is built on set 0, rebound to set 1.
+    // Two sets of arenas: the batch is built on set 0, rebound to set 1, which starts 8 bytes in.
     std::vector<std::unique_ptr<Device>> dev;
     for (int s = 0; s < 2; ++s)
-      for (i64 size : sizes) dev.push_back(std::make_unique<Device>(size));
+      for (i64 size : sizes) dev.push_back(std::make_unique<Device>(size + 16));
+    auto arena = [&](int s, int which) { return dev[static_cast<std::size_t>(3 * s + which)]->p + 8 * s; };
     std::vector<char> src_host(static_cast<std::size_t>(sizes[0])), dst_host(static_cast<std::size_t>(sizes[1]));
     std::vector<char> packed_host(static_cast<std::size_t>(sizes[2]), char(0x5A));
     for (std::size_t j = 0; j < cases.size(); ++j) {
@@ -185,15 +187,15 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
         std::copy(c.dst_want.begin(), c.dst_want.end(), dst_want.begin() + ar.dst_off[j]);
     }
     auto fill = [&](int s) {
-      CUDA_OK(cudaMemcpy(dev[3 * s]->p, src_host.data(), src_host.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dev[3 * s + 1]->p, dst_host.data(), dst_host.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dev[3 * s + 2]->p, packed_host.data(), packed_host.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(arena(s, 0), src_host.data(), src_host.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(arena(s, 1), dst_host.data(), dst_host.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(arena(s, 2), packed_host.data(), packed_host.size(), cudaMemcpyHostToDevice));
     };
     auto sides = [&](int s, std::size_t j) {
       const Case& c = *cases[j];
-      char* src = dev[3 * s]->p + ar.src_off[j] + c.src_span.origin;
-      char* dst = dev[3 * s + 1]->p + ar.dst_off[j] + c.dst_span.origin;
-      char* packed = dev[3 * s + 2]->p + ar.packed_off[j];
+      char* src = arena(s, 0) + ar.src_off[j] + c.src_span.origin;
+      char* dst = arena(s, 1) + ar.dst_off[j] + c.dst_span.origin;
+      char* packed = arena(s, 2) + ar.packed_off[j];
       ferry::gpu::Side typed_src{src, c.pair.src_count, &c.src_type};
       ferry::gpu::Side typed_dst{dst, c.pair.dst_count, &c.dst_type};
       if (kinds[j] == kPack) return ferry::gpu::Move{typed_src, {packed}};
@@ -203,9 +205,9 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
     auto check = [&](int s, bool written, const std::string& when) {
       const std::vector<char>& d = written ? dst_want : dst_host;
       const std::vector<char>& p = written ? packed_want : packed_host;
-      ASSERT_TRUE(download(dev[3 * s]->p, sizes[0]) == src_host) << when << ": source changed";
-      const std::vector<char> got_d = download(dev[3 * s + 1]->p, sizes[1]);
-      const std::vector<char> got_p = download(dev[3 * s + 2]->p, sizes[2]);
+      ASSERT_TRUE(download(arena(s, 0), sizes[0]) == src_host) << when << ": source changed";
+      const std::vector<char> got_d = download(arena(s, 1), sizes[1]);
+      const std::vector<char> got_p = download(arena(s, 2), sizes[2]);
       for (std::size_t j = 0; j < cases.size(); ++j) {
         const auto a = static_cast<std::size_t>(ar.dst_off[j]), b = static_cast<std::size_t>(ar.packed_off[j]);
         ASSERT_TRUE(std::equal(d.begin() + a, d.begin() + a + cases[j]->dst_before.size(), got_d.begin() + a))

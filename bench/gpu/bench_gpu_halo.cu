@@ -182,8 +182,28 @@ void run_halo_copy(Timer& tm) {
                                     a[static_cast<std::size_t>(m.dst.slot)], 1, *m.dst.type);
          }, 20));
   record("halo", name, "floor", bytes, 0, 2.0 * static_cast<double>(bytes) / copy_rate);
-  // Host cost of one Batch::launch (what start() of a halo exchange pays to submit it).
-  const int reps = 1000;
+  // The same moves by class, to see where the time goes: x faces (24 B pieces at both ends of
+  // every row), y/z faces (2 KiB rows), edges and corners.
+  const char* class_name[3] = {"copy x faces", "copy y/z faces", "copy edges+corners"};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<ferry::gpu::Move> part;
+    i64 part_bytes = 0;
+    for (std::size_t i = 0; i < moves.size(); ++i) {
+      const Region& g = regs[i % regs.size()];
+      const int thin = (g.ext[0] == Cube::r) + (g.ext[1] == Cube::r) + (g.ext[2] == Cube::r);
+      if ((thin > 1 ? 2 : g.ext[0] == Cube::r ? 0 : 1) != k) continue;
+      part.push_back(moves[i]);
+      part_bytes += moves[i].src.type->size();
+    }
+    ferry::gpu::Batch b_part(part, slots);
+    record("halo", class_name[k], "ferry_batch_device_only", part_bytes, 0,
+           tm.device_median([&] { b_part.launch(); }, 30));
+    record("halo", class_name[k], "floor", part_bytes, 0, 2.0 * static_cast<double>(part_bytes) / copy_rate);
+  }
+  // Host cost of one Batch::launch (what start() of a halo exchange pays to submit it); few
+  // enough launches that the queue never fills and makes the host wait for the GPU.
+  CK(cudaDeviceSynchronize());
+  const int reps = 100;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) batch.launch();
   auto t1 = std::chrono::steady_clock::now();
@@ -230,6 +250,9 @@ void print_summary(const char* device) {
                 us(get("halo", a, "ferry_copy_async_208")));
   row("Astaroth self-exchange (26 x 8 copy moves, 1 launch)", get("halo", a, "ferry_batch"),
       get("halo", a, "ferry_batch_device_only"), get("halo", a, "floor"), "the copy rate", base);
+  for (const char* k : {"copy x faces", "copy y/z faces", "copy edges+corners"})
+    row(std::string("self-exchange, ") + k + " alone", std::nan(""), get("halo", k, "ferry_batch_device_only"),
+        get("halo", k, "floor"), "the copy rate", "");
   const std::string b = "208 jobs";
   std::snprintf(base, sizeof base, "Ferry, 208 launches %.1f; unpack batch %.1f",
                 us(get("batch", b, "ferry_separate_launches")), us(get("batch", b, "ferry_batch_unpack")));
@@ -248,6 +271,12 @@ void print_summary(const char* device) {
   row("-X face, copy_async interior to +X halo", get("face", "-X", "ferry_copy_to_halo"),
       get("face", "-X", "ferry_copy_to_halo_device_only"), get("face", "-X", "copy_roofline"),
       "the sector roofline", "");
+  double moved = 0;
+  for (const Result& r : results)
+    if (r.group == "halo" && r.name == a && r.method == "floor") moved = 2.0 * static_cast<double>(r.bytes);
+  std::printf("Astaroth self-exchange: %.1f MB read + written, %.0f GB/s (%.0f GB/s GPU only); floor %.1f us "
+              "at the copy rate\n", moved / 1e6, moved / get("halo", a, "ferry_batch") / 1e9,
+              moved / get("halo", a, "ferry_batch_device_only") / 1e9, us(get("halo", a, "floor")));
   std::printf("host cost per call: Batch::launch %.2f us, pack_async %.2f us, empty kernel launch %.2f us\n",
               us(get("overhead", a, "host_batch_launch_call")), us(get("overhead", "-X face", "host_pack_async_call")),
               us(get("overhead", "empty kernel", "host_launch_call")));

@@ -251,7 +251,7 @@ Batch::Batch(const std::vector<Move>& moves, const std::vector<void*>& slots)
   b.device = this_device();
   b.shared_slots = slots.size();
   std::vector<void*> table(slots.begin(), slots.end());
-  auto resolve = [&](const Side& side, std::size_t i, const char* which) {
+  auto resolve = [&](const Side& side, std::size_t i) {
     Impl::SideInfo s;
     s.type = side.type;
     s.count = side.type ? side.count : 0;
@@ -264,8 +264,6 @@ Batch::Batch(const std::vector<Move>& moves, const std::vector<void*>& slots)
       s.slot = static_cast<std::uint32_t>(side.slot);
       s.offset = side.offset;
     } else {
-      if (!side.type && side.ptr == nullptr)
-        fail(MPI_ERR_BUFFER, "move " + std::to_string(i) + ": " + which + " packed buffer is null");
       s.slot = static_cast<std::uint32_t>(table.size());
       s.own = true;
       table.push_back(side.ptr);
@@ -277,11 +275,15 @@ Batch::Batch(const std::vector<Move>& moves, const std::vector<void*>& slots)
     if (!mv.src.type && !mv.dst.type)
       fail(MPI_ERR_TYPE, "move " + std::to_string(i) + " has no type on either side");
     Impl::MoveInfo m;
-    m.src = resolve(mv.src, i, "source");
-    m.dst = resolve(mv.dst, i, "destination");
+    m.src = resolve(mv.src, i);
+    m.dst = resolve(mv.dst, i);
     if (m.src.type && m.dst.type) m.bytes = copy_bytes(m.src.count, *m.src.type, m.dst.count, *m.dst.type);
     else if (m.src.type) m.bytes = detail::checked_mul(m.src.count, m.src.type->size(), MPI_ERR_COUNT, "packed size");
     else m.bytes = detail::checked_mul(m.dst.count, m.dst.type->size(), MPI_ERR_COUNT, "packed size");
+    // A packed buffer may be null only when there is nothing to move (as for pack_async).
+    for (const Side* side : {&mv.src, &mv.dst})
+      if (!side->type && side->slot < 0 && side->ptr == nullptr && m.bytes > 0)
+        fail(MPI_ERR_BUFFER, "move " + std::to_string(i) + ": its packed buffer is null");
     for (Impl::SideInfo* s : {&m.src, &m.dst})
       if (s->type && m.bytes > 0) {
         s->head = plan_for(*s->type, s->count, b.device);

@@ -15,11 +15,13 @@ struct LaunchPolicy {
 constexpr int kUnroll = 4;
 
 // Batch kernels (batch_kernels.cuh): block size fixed at compile time, since it is also their
-// __launch_bounds__ (FERRY_GPU_THREADS does not change it). 256 as the single-call kernels. At
-// least kBatchMinBlocks resident blocks per SM caps the lean kernel at 64 registers; it needs
-// fewer (ptxas, CUDA 13, sm_90: see docs/performance.md "Batch kernels"), so the cap never spills.
-// Predicted, to be measured: the batch's speed does not depend on occupancy above 50 % (32 B in
-// flight per thread x 1024 threads x 132 SMs = 4.3 MB, above the ~3 MB the H100's HBM needs).
+// __launch_bounds__ (FERRY_GPU_THREADS does not change it); 256 as the single-call kernels. At
+// least 6 resident blocks per SM caps the lean kernel at 40 registers (ptxas, CUDA 13, sm_90: 46
+// uncapped; capped, 0 B spilled but 4 B in the two-shape copy loop at 1-8 B words; 8 blocks, i.e.
+// 32 registers, spilled 16-32 B in most loops). Predicted, to be measured (docs/performance.md,
+// "Batches of packs, unpacks and copies"): above 50 % occupancy the batch does not depend on it
+// (32 B in flight per thread x 1024 threads x 132 SMs = 4.3 MB, above the ~3 MB an H100's HBM
+// needs in flight).
 constexpr int kBatchThreads = 256;
 constexpr int kBatchMinBlocks = 6;
 
