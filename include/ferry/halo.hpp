@@ -227,6 +227,12 @@ struct VerifyResult {
   bool ok() const { return bad_cells == 0; }
 };
 
+// Threads: MPI is called from the thread that calls start/finish/test (MPI_THREAD_FUNNELED from
+// the main thread, SERIALIZED otherwise; Options::progress_thread needs MULTIPLE). Every rank calls
+// the exchanges and swap() the same number of times. Destroying a plan is collective over the ranks
+// of a node (the host backend frees a shared window); one with an exchange in flight finishes it.
+// Costs: plan() a few collectives and, on the GPU, buffer allocation, IPC handshakes and graph
+// capture; start() a few CUDA calls (or the host packing), no allocation, no host wait on the GPU.
 class Plan {
  public:
   Plan();
