@@ -42,6 +42,9 @@ enum class Knob : int {
   batch_order,
   topology,
   bandwidth,
+  halo_method,
+  halo_timeout,
+  halo_verbose,
   protocol_test,
   count
 };
@@ -111,6 +114,12 @@ int gpu_blocks_per_sm(); // FERRY_GPU_BLOCKS_PER_SM
 // and this machine's host name ("" when it cannot be read).
 std::string cache_dir();
 std::string hostname();
+
+// The halo library's knobs: FERRY_HALO_TIMEOUT in seconds (0: wait forever), FERRY_HALO_VERBOSE,
+// FERRY_HALO_METHOD ("" when unset). Read once.
+double halo_timeout();
+bool halo_verbose();
+const std::string& halo_method();
 
 // FERRY_BATCH_CHUNK (0 = chosen from the batch's size): bytes per CUDA block of a Batch, for tuning.
 std::int64_t batch_chunk();
