@@ -76,10 +76,12 @@ struct Case {
     bytes = src_type.size() * pair.src_count;
     packed.resize(static_cast<std::size_t>(bytes) + 1);
     i64 pos = 0;
-    ferry::pack(src.data() + src_span.origin, pair.src_count, src_type, packed.data(), bytes, &pos);
+    ferry::pack(ferry_test::offset_by(src.data(), src_span.origin), pair.src_count, src_type,
+                packed.data(), bytes, &pos);
     dst_want = dst_before;
     pos = 0;
-    ferry::unpack(packed.data(), bytes, &pos, dst_want.data() + dst_span.origin, pair.dst_count,
+    ferry::unpack(packed.data(), bytes, &pos,
+                  ferry_test::offset_by(dst_want.data(), dst_span.origin), pair.dst_count,
                   dst_type);
   }
   ~Case() { ferry_test::release(pair); }
@@ -102,10 +104,11 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
       Device src(c.src_span.size + 16), dst(c.dst_span.size + 16);
       CUDA_OK(cudaMemcpy(src.p + shift, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
-      ASSERT_NO_THROW(ferry::gpu::copy_async(src.p + shift + c.src_span.origin, c.pair.src_count,
-                                             c.src_type, dst.p + c.dst_span.origin,
-                                             c.pair.dst_count, c.dst_type, stream))
-          << "seed " << seed << "\n" << c.what();
+      ASSERT_NO_THROW(ferry::gpu::copy_async(
+          ferry_test::offset_by(src.p + shift, c.src_span.origin), c.pair.src_count, c.src_type,
+          ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type, stream))
+          << "seed " << seed << "\n"
+          << c.what();
       CUDA_OK(cudaStreamSynchronize(stream));
       ASSERT_TRUE(download(dst.p, c.dst_span.size) == c.dst_want)
           << "seed " << seed << " shift " << shift << "\n" << c.what() << "\nsrc "
@@ -115,12 +118,13 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
       Device src(c.src_span.size), dst(c.dst_span.size);
       CUDA_OK(cudaMemcpy(src.p, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
-      ferry::copy(src.p + c.src_span.origin, c.pair.src_count, c.src_type,
-                  dst.p + c.dst_span.origin, c.pair.dst_count, c.dst_type);
+      ferry::copy(ferry_test::offset_by(src.p, c.src_span.origin), c.pair.src_count, c.src_type,
+                  ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type);
       ASSERT_TRUE(download(dst.p, c.dst_span.size) == c.dst_want) << "ferry::copy\n" << c.what();
       std::vector<char> host = c.dst_before;
-      ferry::gpu::copy(src.p + c.src_span.origin, c.pair.src_count, c.src_type,
-                       host.data() + c.dst_span.origin, c.pair.dst_count, c.dst_type);
+      ferry::gpu::copy(ferry_test::offset_by(src.p, c.src_span.origin), c.pair.src_count,
+                       c.src_type, ferry_test::offset_by(host.data(), c.dst_span.origin),
+                       c.pair.dst_count, c.dst_type);
       ASSERT_TRUE(host == c.dst_want) << "gpu::copy into pageable memory\n" << c.what();
     }
   }
@@ -193,8 +197,8 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
     };
     auto sides = [&](int s, std::size_t j) {
       const Case& c = *cases[j];
-      char* src = arena(s, 0) + ar.src_off[j] + c.src_span.origin;
-      char* dst = arena(s, 1) + ar.dst_off[j] + c.dst_span.origin;
+      char* src = ferry_test::offset_by(arena(s, 0) + ar.src_off[j], c.src_span.origin);
+      char* dst = ferry_test::offset_by(arena(s, 1) + ar.dst_off[j], c.dst_span.origin);
       char* packed = arena(s, 2) + ar.packed_off[j];
       ferry::gpu::Side typed_src{src, c.pair.src_count, &c.src_type};
       ferry::gpu::Side typed_dst{dst, c.pair.dst_count, &c.dst_type};

@@ -261,11 +261,13 @@ TEST(Batch, EmulatedMovesMatchTheCpuEngine) {
     std::vector<char> before(dst, dst + ds.size), want = before;
     std::vector<char> packed(static_cast<std::size_t>(bytes) + 16);
     i64 pos = 0;
-    ferry::pack(src + ss.origin, p.src_count, ts, packed.data(), bytes, &pos);
+    ferry::pack(ferry_test::offset_by(src, ss.origin), p.src_count, ts, packed.data(), bytes, &pos);
     pos = 0;
-    ferry::unpack(packed.data(), bytes, &pos, want.data() + ds.origin, p.dst_count, td);
+    ferry::unpack(packed.data(), bytes, &pos, ferry_test::offset_by(want.data(), ds.origin),
+                  p.dst_count, td);
     const std::string what = "seed " + std::to_string(seed) + "\n" + p.description;
-    const auto s = hs.side(src + ss.origin), d = hd.side(dst + ds.origin);
+    const auto s = hs.side(ferry_test::offset_by(src, ss.origin)),
+               d = hd.side(ferry_test::offset_by(dst, ds.origin));
     (ferry::detail::lean_fits(s.head) && ferry::detail::lean_fits(d.head) ? lean_copies : general_copies) += 1;
     check_move(s, d, bytes, dst, before, want, rng, "copy, " + what);
     // Pack into a 16-aligned buffer, and unpack from it.

@@ -33,4 +33,12 @@ struct Span {
 };
 Span span_of(MPI_Datatype type, int count);
 
+// `base + offset` for an origin that may lie far outside the buffer (a type whose data sits at a
+// huge displacement): computed as an integer, since pointer arithmetic past the object is
+// undefined.
+inline char* offset_by(char* base, std::int64_t offset) {
+  return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(base) +
+                                 static_cast<std::uintptr_t>(offset));
+}
+
 }  // namespace ferry_test

@@ -127,10 +127,4 @@ std::int64_t batch_chunk();
 // (neighbouring memory at the same time); 0 in the order of the moves.
 int batch_order();
 
-// FERRY_BATCH_CHUNK (0 = chosen from the batch's size): bytes per CUDA block of a Batch, for tuning.
-std::int64_t batch_chunk();
-// FERRY_BATCH_ORDER (1): 1 runs a Batch's chunks in the order of the addresses they read or write
-// (neighbouring memory at the same time); 0 in the order of the moves.
-int batch_order();
-
 }  // namespace ferry::detail::env
