@@ -43,6 +43,7 @@ enum class Knob : int {
   topology,
   bandwidth,
   protocol_test,
+  reorder,
   count
 };
 
