@@ -8,6 +8,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <ferry/transport.hpp>
 #include <numeric>
 #include <random>
@@ -55,10 +57,21 @@ inline bool ferry_reorders() {
   namespace env = ferry::detail::env;
   return env::flag(env::Knob::reorder) && (topology().nodes() > 1 || most_gpus() > 1);
 }
-// Ranks per placement unit the planted graphs group: a node's, or on one node a GPU's.
-inline int group_size(int n) {
-  const int units = topology().nodes() > 1 ? topology().nodes() : std::max(1, most_gpus());
-  return std::max(1, n / units);
+// Ranks per placement unit of c's processes that planted graphs group: a node's, or, when they
+// share one node, a GPU's; 0 where the units differ in size (no planted layout is then a best).
+inline int group_size(MPI_Comm c) {
+  std::vector<int> nodes, gpus;
+  for (int w : world_ranks(c)) {
+    nodes.push_back(topology().place(w).node);
+    gpus.push_back(topology().place(w).node * 1000 + topology().place(w).gpu);
+  }
+  std::vector<int>& units = std::set<int>(nodes.begin(), nodes.end()).size() > 1 ? nodes : gpus;
+  std::map<int, int> count;
+  for (int u : units) ++count[u];
+  const int first = count.begin()->second;
+  for (const auto& [u, k] : count)
+    if (k != first) return 0;
+  return first;
 }
 
 // The same communicator with its ranks in a random order (the same on every rank).
@@ -84,10 +97,11 @@ struct Graph {
   std::vector<int> hidden;  // vertex -> position in the planted layout
 };
 
-// Planted: positions hidden[v] in blocks of `group` are joined by heavy edges (500-1000), pairs of
+// Planted (group >= 1; 0 is taken as 1): positions hidden[v] in blocks of `group` are joined by heavy edges (500-1000), pairs of
 // blocks by medium ones (100-200), anything else by light ones (1-20) with probability `density`;
 // an edge and its reverse are independent. `self`: some self loops too. Lists shuffled.
 inline Graph planted_graph(int n, int group, double density, bool self, std::mt19937& rng) {
+  group = std::max(group, 1);
   Graph g;
   g.n = n;
   g.hidden.resize(n);
@@ -145,10 +159,12 @@ inline Cost cost(const std::vector<Edge>& edges, const std::vector<int>& where) 
   return c;
 }
 
-// The world ranks a planted layout would use: position i on the i-th world rank.
-inline std::vector<int> planted_where(const Graph& g) {
+// The world ranks a planted layout would use: position i on the world rank of c's rank i, where c
+// is the communicator in its unscrambled order (c's ranks fill nodes, then GPUs, in blocks).
+inline std::vector<int> planted_where(const Graph& g, MPI_Comm c) {
+  const std::vector<int> world = world_ranks(c);
   std::vector<int> w(g.n);
-  for (int v = 0; v < g.n; ++v) w[v] = g.hidden[v];
+  for (int v = 0; v < g.n; ++v) w[v] = world[g.hidden[v]];
   return w;
 }
 

@@ -65,9 +65,10 @@ void check_alltoall(MPI_Comm c) {
 }
 
 // Weight across links before (role v on comm_old's rank v) and after (on the new rank v).
+// `base`: comm_old in its unscrambled order, whose rank i the planted layout puts position i on.
 // Unweighted: every edge weighs 1, as Ferry was told (the planted layout is then no longer a best).
-void check_cost(MPI_Comm old, MPI_Comm c, const Graph& g, const char* what, bool weighted,
-                bool planted_best = true) {
+void check_cost(MPI_Comm base, MPI_Comm old, MPI_Comm c, const Graph& g, const char* what,
+                bool weighted, bool planted_best = true) {
   std::vector<Edge> edges = g.edges;
   if (!weighted) {
     for (Edge& e : edges) e.weight = 1;
@@ -75,7 +76,7 @@ void check_cost(MPI_Comm old, MPI_Comm c, const Graph& g, const char* what, bool
   }
   const std::vector<int> before_at = world_ranks(old), after_at = world_ranks(c);
   const Cost before = cost(edges, before_at), after = cost(edges, after_at);
-  const Cost planted = cost(edges, planted_where(g));
+  const Cost planted = cost(edges, planted_where(g, base));
   if (rank_of(c) == 0)
     std::printf("  %s: inter-node %lld -> %lld (planted %lld), GPU-link %.3g -> %.3g s/B x w\n", what,
                 before.inter_node, after.inter_node, planted.inter_node, before.gpu_seconds,
@@ -87,7 +88,7 @@ void check_cost(MPI_Comm old, MPI_Comm c, const Graph& g, const char* what, bool
   EXPECT_LE(after.inter_node, before.inter_node);
   if (after.inter_node == before.inter_node)  // then the GPU links decide: never worse
     EXPECT_LE(after.gpu_seconds, before.gpu_seconds * (1 + 1e-9));
-  const bool even = g.n % group_size(g.n) == 0 && g.n % topology().nodes() == 0;
+  const bool even = group_size(base) > 0;
   if (even && planted_best) {  // the planted layout is a best one: as good is expected
     EXPECT_LE(after.inter_node, planted.inter_node);
     if (after.inter_node == planted.inter_node && topology().nodes() == 1)
@@ -95,7 +96,7 @@ void check_cost(MPI_Comm old, MPI_Comm c, const Graph& g, const char* what, bool
   }
 }
 
-void adjacent_case(MPI_Comm old, const Graph& g, bool weighted) {
+void adjacent_case(MPI_Comm base, MPI_Comm old, const Graph& g, bool weighted) {
   const int p = rank_of(old);
   std::vector<int> s, sw, d, dw;
   for (const auto& [v, w] : g.in[p]) s.push_back(v), sw.push_back(w);
@@ -110,7 +111,7 @@ void adjacent_case(MPI_Comm old, const Graph& g, bool weighted) {
             MPI_SUCCESS);
   check_dist_neighbours(c, g, weighted, true);
   check_alltoall(c);
-  check_cost(old, c, g, weighted ? "adjacent, weighted" : "adjacent, unweighted", weighted);
+  check_cost(base, old, c, g, weighted ? "adjacent, weighted" : "adjacent, unweighted", weighted);
   MPI_Comm_free(&c);
 }
 
@@ -124,18 +125,36 @@ TEST(ReorderDistGraph, AdjacentRandomGraphs) {
         if (rank_of(MPI_COMM_WORLD) == 0)
           std::printf("seed %u%s\n", seed, scramble ? " (comm_old scrambled)" : "");
         std::mt19937 rng(seed);
-        const Graph g = planted_graph(n, group_size(n), 0.3, seed == 7, rng);
+        const Graph g = planted_graph(n, group_size(MPI_COMM_WORLD), 0.3, seed == 7, rng);
         MPI_Comm old = scramble ? scrambled(MPI_COMM_WORLD, seed) : MPI_COMM_WORLD;
-        adjacent_case(old, g, weighted);
+        adjacent_case(MPI_COMM_WORLD, old, g, weighted);
         if (scramble) MPI_Comm_free(&old);
       }
+}
+
+// comm_old a part of the world (the first and second half, on different nodes), scrambled: the
+// layout of its processes is the world's, translated.
+TEST(ReorderDistGraph, AdjacentOnSubCommunicators) {
+  const int n = size_of(MPI_COMM_WORLD), me = rank_of(MPI_COMM_WORLD);
+  if (n < 4) GTEST_SKIP() << "needs 4 ranks";
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, me < n / 2 ? 0 : 1, me, &half);
+  for (unsigned seed : kSeeds) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed + 300 + (me < n / 2 ? 0 : 1));
+    const Graph g = planted_graph(size_of(half), group_size(half), 0.3, false, rng);
+    MPI_Comm old = scrambled(half, seed);
+    adjacent_case(half, old, g, true);
+    MPI_Comm_free(&old);
+  }
+  MPI_Comm_free(&half);
 }
 
 // Isolated vertices (MPI_WEIGHTS_EMPTY) and MPI_PROC_NULL neighbours, which stay where they are.
 TEST(ReorderDistGraph, AdjacentIsolatedAndProcNull) {
   const int n = size_of(MPI_COMM_WORLD);
   std::mt19937 rng(11);
-  Graph g = planted_graph(n, group_size(n), 0.2, false, rng);
+  Graph g = planted_graph(n, group_size(MPI_COMM_WORLD), 0.2, false, rng);
   // Vertex 0 isolated.
   auto keep = [](const Edge& e) { return e.src != 0 && e.dst != 0; };
   std::vector<Edge> kept;
@@ -162,7 +181,7 @@ TEST(ReorderDistGraph, AdjacentIsolatedAndProcNull) {
                 dw.empty() ? MPI_WEIGHTS_EMPTY : dw.data(), MPI_INFO_NULL, 1, &c),
             MPI_SUCCESS);
   check_dist_neighbours(c, g, true, true);
-  check_cost(MPI_COMM_WORLD, c, g, "adjacent, isolated vertex", true, false);
+  check_cost(MPI_COMM_WORLD, MPI_COMM_WORLD, c, g, "adjacent, isolated vertex", true, false);
   MPI_Comm_free(&c);
 }
 
@@ -173,7 +192,7 @@ TEST(ReorderDistGraph, GeneralRandomGraphs) {
     for (bool weighted : {true, false}) {
       SCOPED_TRACE("seed " + std::to_string(seed) + (weighted ? ", weighted" : ", unweighted"));
       std::mt19937 rng(seed + 100);
-      const Graph g = planted_graph(n, group_size(n), 0.3, seed == 7, rng);
+      const Graph g = planted_graph(n, group_size(MPI_COMM_WORLD), 0.3, seed == 7, rng);
       MPI_Comm old = scrambled(MPI_COMM_WORLD, seed + 5);
       const int p = rank_of(old);
       std::vector<int> sources, degrees, dests, weights;
@@ -190,7 +209,7 @@ TEST(ReorderDistGraph, GeneralRandomGraphs) {
                 MPI_SUCCESS);
       check_dist_neighbours(c, g, weighted, false);
       check_alltoall(c);
-      check_cost(old, c, g, weighted ? "general, weighted" : "general, unweighted", weighted);
+      check_cost(MPI_COMM_WORLD, old, c, g, weighted ? "general, weighted" : "general, unweighted", weighted);
       MPI_Comm_free(&c);
       MPI_Comm_free(&old);
     }
@@ -204,7 +223,7 @@ TEST(ReorderGraph, RandomGraphs) {
     for (int nnodes : {n, n - 1}) {
       SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(nnodes) + " nodes");
       std::mt19937 rng(seed + 200);
-      const Graph directed = planted_graph(n, group_size(n), 0.3, false, rng);
+      const Graph directed = planted_graph(n, group_size(MPI_COMM_WORLD), 0.3, false, rng);
       std::vector<std::vector<int>> adj(nnodes);
       Graph g;  // the symmetric graph's edges, both ways, weight 1
       g.n = nnodes;

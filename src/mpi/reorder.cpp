@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <iomanip>
 #include <map>
-#include <cstdio>
 #include <new>
 #include <numeric>
 #include <set>
@@ -213,9 +213,8 @@ std::string by_link(const place::Traffic& before, const place::Traffic& after) {
 
 }  // namespace
 
-Decision decide(const char* call, const Layout& L, const std::vector<place::Flow>& flows,
+Decision decide(const Layout& L, const std::vector<place::Flow>& flows,
                 const std::vector<int>& dims, const std::vector<int>& periods) {
-  (void)call;
   const int n = static_cast<int>(L.slots.size());
   long long cells = 1;
   for (int d : dims) cells *= d;

@@ -83,7 +83,7 @@ Outcome exchange(const char* call, MPI_Comm comm, const Local& mine, const Decid
 // with isolated vertices up to the layout's size) on `layout`, or of a Cartesian grid (`dims`
 // non-empty) when it fills the communicator; with the report for FERRY_MPI_VERBOSE: the cut before
 // and after, by link class, and the time the partition and QAP took.
-Decision decide(const char* call, const Layout& layout, const std::vector<place::Flow>& flows,
+Decision decide(const Layout& layout, const std::vector<place::Flow>& flows,
                 const std::vector<int>& dims = {}, const std::vector<int>& periods = {});
 
 // The new communicator's processes: PMPI_Comm_split of `comm` with the new rank as key (`member`

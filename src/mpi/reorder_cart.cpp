@@ -82,7 +82,7 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
       for (int v = 0; v < g.vertices(); ++v)
         for (ferry::place::i64 e = g.xadj[v]; e < g.xadj[v + 1]; ++e)
           if (v < g.adjncy[e]) flows.push_back({v, g.adjncy[e], g.weight[e]});
-      return ro::decide(call, layout, flows, d, per);
+      return ro::decide(layout, flows, d, per);
     });
     if (o.error != MPI_SUCCESS) return ro::fail(comm_old, call, o.error, o.why, comm_cart);
     return ro::split_and_create(
@@ -131,7 +131,7 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int
       std::vector<ferry::place::Flow> flows;
       for (int v = 0, e = 0; v < nnodes; ++v)
         for (; e < index[v]; ++e) flows.push_back({v, edges[e], 1});
-      return ro::decide(call, layout, flows);
+      return ro::decide(layout, flows);
     });
     if (o.error != MPI_SUCCESS) return ro::fail(comm_old, call, o.error, o.why, comm_graph);
     return ro::split_and_create(

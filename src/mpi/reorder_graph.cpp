@@ -98,7 +98,7 @@ struct Adjacency {
 };
 
 // Rank 0: the edges must be described at both ends, with the same weights, and weighted alike.
-ro::Decision decide_adjacent(const char* call, const ro::Layout& layout,
+ro::Decision decide_adjacent(const ro::Layout& layout,
                              const std::vector<std::vector<int>>& payloads) {
   const int n = static_cast<int>(payloads.size());
   std::vector<Adjacency> a(static_cast<std::size_t>(n));
@@ -137,7 +137,7 @@ ro::Decision decide_adjacent(const char* call, const ro::Layout& layout,
             ") is listed by rank " + std::to_string(listed_by_source ? s : d) + " but not by rank " +
             std::to_string(listed_by_source ? d : s) + " with that weight");
   }
-  ro::Decision dec = ro::decide(call, layout, flows);
+  ro::Decision dec = ro::decide(layout, flows);
   // The process that becomes new rank q runs vertex q: it gets the edges old rank q described.
   dec.extra.resize(static_cast<std::size_t>(n));
   for (int p = 0; p < n; ++p) dec.extra[p] = payloads[dec.new_of_old[p]];
@@ -145,7 +145,7 @@ ro::Decision decide_adjacent(const char* call, const ro::Layout& layout,
 }
 
 // Rank 0: one mode of weights; each process's edges as (source, destination, weight) triples.
-ro::Decision decide_general(const char* call, const ro::Layout& layout,
+ro::Decision decide_general(const ro::Layout& layout,
                             const std::vector<std::vector<int>>& payloads) {
   bool unweighted = false, weighted = false;
   std::vector<ferry::place::Flow> flows;
@@ -158,7 +158,7 @@ ro::Decision decide_general(const char* call, const ro::Layout& layout,
   if (unweighted && weighted)
     ferry::detail::fail(MPI_ERR_TOPOLOGY,
                         "MPI_UNWEIGHTED on some ranks' edges, weights on others'");
-  return ro::decide(call, layout, flows);
+  return ro::decide(layout, flows);
 }
 
 
@@ -202,7 +202,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
       mine.payload = a.pack();
     }
     const ro::Outcome o = ro::exchange(call, comm_old, mine, [&](const auto& payloads) {
-      return decide_adjacent(call, layout, payloads);
+      return decide_adjacent(layout, payloads);
     });
     if (o.error != MPI_SUCCESS) return ro::fail(comm_old, call, o.error, o.why, comm_dist_graph);
     const Adjacency v = Adjacency::unpack(o.extra);  // the vertex this process now runs
@@ -271,7 +271,7 @@ int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const i
     }
     if (bad.error != MPI_SUCCESS) mine.error = bad.error, mine.why = bad.why, p.clear();
     const ro::Outcome o = ro::exchange(call, comm_old, mine, [&](const auto& payloads) {
-      return decide_general(call, layout, payloads);
+      return decide_general(layout, payloads);
     });
     if (o.error != MPI_SUCCESS) return ro::fail(comm_old, call, o.error, o.why, comm_dist_graph);
     // Vertex v is new rank v: every process describes the same edges as before.
