@@ -5,7 +5,8 @@
 # followed by "(" or, passed as a function pointer, by "," or ")", outside // comments and strings.
 cmake_minimum_required(VERSION 3.24)
 set(host_sources test_mpi_interposer.cpp test_mpi_collectives.cpp test_mpi_protocol.cpp
-                 test_mpi_modes.cpp mpi_gtest_main.cpp mpi_plain.c)
+                 test_mpi_modes.cpp mpi_gtest_main.cpp mpi_plain.c test_mpi_reorder.cpp
+                 test_mpi_reorder_cart.cpp)
 set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_collectives.cpp test_mpi_collectives.cpp
                 test_mpi_modes.cpp mpi_gtest_main.cpp mpi_static_cuda.cpp)
 
@@ -24,9 +25,11 @@ set(listed "")
 set(host_only "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^(MPI_[A-Za-z0-9_]+)(.*)$")
-    list(APPEND listed ${CMAKE_MATCH_1})
+    # The name first: the MATCHES below overwrites CMAKE_MATCH_1.
+    set(name ${CMAKE_MATCH_1})
+    list(APPEND listed ${name})
     if(CMAKE_MATCH_2 MATCHES "host-only")
-      list(APPEND host_only ${CMAKE_MATCH_1})
+      list(APPEND host_only ${name})
     endif()
   endif()
 endforeach()

@@ -79,6 +79,10 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::protocol_test, "FERRY_PROTOCOL_TEST", Kind::flag, "0", 0, 0, "",
      "Tests: large host-buffer sends take the pipelined stub protocol, so CI runs it without a "
      "GPU."},
+    {Knob::reorder, "FERRY_REORDER", Kind::flag, "1", 0, 0, "",
+     "MPI_Dist_graph_create(_adjacent), MPI_Graph_create and MPI_Cart_create with reorder = 1 "
+     "renumber ranks so heavy edges stay inside a node and on fast GPU links (on one node with "
+     "one GPU the MPI decides); 0 hands them to the MPI unchanged."},
 }};
 
 constexpr bool in_order() {

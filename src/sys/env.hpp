@@ -46,6 +46,7 @@ enum class Knob : int {
   halo_timeout,
   halo_verbose,
   protocol_test,
+  reorder,
   count
 };
 
