@@ -25,6 +25,7 @@
 #include "mpi/early.hpp"
 #include "mpi/ipc.hpp"
 #include "mpi/persistent.hpp"
+#include "mpi/typemap.hpp"
 #include "sys/env.hpp"
 
 #include <cstdio>
@@ -66,6 +67,9 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
 [[gnu::noinline]] int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
          MPI_Comm comm) {
   if (!on_device(buf, count, type)) {
+    if (typemap::marked(type))  // issue 14 hook: the MPI packs this type against the standard
+      return typemap::send(buf, count, type, comm,
+                           [&](const void* b, int n) { return send(k, b, n, MPI_BYTE, dest, tag, comm); });
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::host_protocol_test() &&
         ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, nullptr, &rc))
@@ -90,6 +94,10 @@ int send_bytes(const SendKind& k, const void* buf, int count, MPI_Datatype type,
           MPI_Comm comm, MPI_Request* request) {
   serve();
   if (!on_device(buf, count, type)) {
+    if (typemap::marked(type))  // issue 14 hook
+      return typemap::isend(buf, count, type, comm, request, [&](const void* b, int n) {
+        return k.nonblocking(b, n, MPI_BYTE, dest, tag, comm, request);
+      });
     int rc = MPI_SUCCESS;
     if (k.ipc && ipc::host_protocol_test() &&
         ipc::try_pipelined(k.mode, buf, count, type, dest, tag, comm, request, &rc))
@@ -179,6 +187,10 @@ int recv_bytes(void* buf, int count, MPI_Datatype type, int source, int tag, MPI
     }
   }
   if (!on_device(buf, count, type)) {
+    if (typemap::marked(type))  // issue 14 hook
+      return typemap::recv(buf, count, type, comm, st, [&](void* b, int n, MPI_Status* s) {
+        return recv(b, n, MPI_BYTE, source, tag, comm, s);
+      });
     if (!may && !requests().polling()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
     try {
       return host_arrived(recv_bytes(buf, count, type, source, tag, comm, st), buf, count, type,
@@ -207,6 +219,9 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, MPI_Comm comm, bo
   const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm);
   try {
     if (!on_device(buf, count, type)) {
+      if (typemap::marked(type))  // issue 14 hook
+        return typemap::irecv(buf, count, type, comm, persistent, may, ipc::ranks_of(comm), request,
+                              [&](void* b, int n) { return post(b, n, MPI_BYTE); });
       int rc = post(buf, count, type);
       auto t = may ? type_or_null(type) : nullptr;
       if (rc != MPI_SUCCESS || !t) return rc;
@@ -430,6 +445,7 @@ int MPI_Init(int* argc, char*** argv) {
     start_transport();
     ipc::init();
     hot::init();
+    typemap::probe();  // issue 14 hook
     say_initialized("MPI_Init");
   }
   return rc;
@@ -441,6 +457,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
     start_transport();
     ipc::init();
     hot::init();
+    typemap::probe();  // issue 14 hook
     say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
   }
   return rc;
@@ -468,6 +485,7 @@ int MPI_Type_commit(MPI_Datatype* type) {
   if (rc != MPI_SUCCESS) return rc;
   try {
     ferry::commit(*type);
+    typemap::classify(*type);  // issue 14 hook
   } catch (const ferry::Error& e) {
     // The system MPI still handles the type on host buffers; GPU buffers with it will be refused.
     if (verbose()) std::fprintf(stderr, "ferry-mpi: type not translated: %s\n", e.what());
@@ -477,6 +495,7 @@ int MPI_Type_commit(MPI_Datatype* type) {
 
 int MPI_Type_free(MPI_Datatype* type) {
   if (type && *type != MPI_DATATYPE_NULL) {
+    typemap::forget(*type);  // issue 14 hook
     try {
       ferry::release(*type);
     } catch (const ferry::Error&) {  // never committed through Ferry: nothing cached
@@ -487,7 +506,7 @@ int MPI_Type_free(MPI_Datatype* type) {
 
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
              int* position, MPI_Comm comm) {
-  if (!on_device(inbuf, incount, type) && !on_device(outbuf, 1, MPI_BYTE))
+  if (!on_device(inbuf, incount, type) && !on_device(outbuf, 1, MPI_BYTE) && !typemap::marked(type))  // issue 14
     return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
   try {
     auto t = ferry::lookup(type);
@@ -503,7 +522,7 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, in
 
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                MPI_Datatype type, MPI_Comm comm) {
-  if (!on_device(outbuf, outcount, type) && !on_device(inbuf, 1, MPI_BYTE))
+  if (!on_device(outbuf, outcount, type) && !on_device(inbuf, 1, MPI_BYTE) && !typemap::marked(type))  // issue 14
     return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
   try {
     auto t = ferry::lookup(type);
@@ -640,6 +659,12 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
   try {
     if (!on_device(buf, count, type)) {
+      if (typemap::marked(type))  // issue 14 hook
+        return typemap::recv(buf, count, type, comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, st,
+                             [&](void* b, int n, MPI_Status* s) {
+                               const int rc = PMPI_Mrecv(b, n, MPI_BYTE, message, s);
+                               return may ? host_arrived(rc, b, n, MPI_BYTE, comm, s) : rc;
+                             });
       int rc = PMPI_Mrecv(buf, count, type, message, st);
       return may ? host_arrived(rc, buf, count, type, comm, st) : rc;
     }
@@ -667,7 +692,7 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
     }
   }
   const MPI_Comm comm = message ? messages().take(*message) : MPI_COMM_NULL;
-  if (comm == MPI_COMM_NULL && !on_device(buf, count, type))
+  if (comm == MPI_COMM_NULL && !on_device(buf, count, type) && !typemap::marked(type))  // issue 14 hook
     return PMPI_Imrecv(buf, count, type, message, request);
   return irecv(buf, count, type, MPI_ANY_SOURCE, comm == MPI_COMM_NULL ? MPI_COMM_SELF : comm,
                false, request, [&](void* b, int n, MPI_Datatype ty) {
@@ -682,7 +707,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
                          int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
   const bool dev = on_device(buf, count, type);
   const bool may = ipc::enabled() && ipc::may_get_stub(count, type, source, comm, true);
-  if (!dev && !may && !requests().polling() && !early::any())
+  if (!dev && !may && !requests().polling() && !early::any() && !typemap::marked(type))  // issue 14 hook
     return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   try {
     std::unique_ptr<Staged> staged;
@@ -700,7 +725,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
       int rc = PMPI_Pack_size(count, type, comm, &size);
       if (rc != MPI_SUCCESS) return rc;
       packed.resize(static_cast<std::size_t>(std::max(size, 1)));
-      rc = PMPI_Pack(buf, count, type, packed.data(), size, &scount, comm);
+      rc = MPI_Pack(buf, count, type, packed.data(), size, &scount, comm);  // issue 14: Ferry's for marked types
       if (rc != MPI_SUCCESS) return rc;
       sbuf = packed.data();
       stype = MPI_PACKED;
@@ -751,7 +776,7 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
       return report(comm, e);
     }
   }
-  if (!ipc::enabled() && !on_device(buf, count, type))
+  if (!ipc::enabled() && !on_device(buf, count, type) && !typemap::marked(type))  // issue 14 hook
     return PMPI_Irecv(buf, count, type, source, tag, comm, request);
   return irecv(buf, count, type, source, comm, false, request,
                [&](void* b, int n, MPI_Datatype ty) {
@@ -804,7 +829,7 @@ int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int 
 
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
-  if (!ipc::enabled() && !on_device(buf, count, type)) {
+  if (!ipc::enabled() && !on_device(buf, count, type) && !typemap::marked(type)) {  // issue 14 hook
     const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
     if (rc == MPI_SUCCESS) persistent::forget(*request);
     return rc;
@@ -1125,7 +1150,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
                          source, recvtag, comm, status);
   // A message a probe took early must reach the receive half (MPI no longer has it).
-  const bool plain = !early::any() && !on_device(sendbuf, sendcount, sendtype) &&
+  const bool plain = !early::any() && !typemap::marked(sendtype) && !typemap::marked(recvtype) &&  // issue 14
+                     !on_device(sendbuf, sendcount, sendtype) &&
                      !on_device(recvbuf, recvcount, recvtype) && !requests().polling() &&
                      !(ipc::enabled() && ipc::may_get_stub(recvcount, recvtype, source, comm));
   if (plain)
