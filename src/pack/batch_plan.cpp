@@ -10,10 +10,11 @@ namespace {
 
 constexpr std::int64_t round16(std::int64_t n) { return (n + 15) / 16 * 16; }
 
-bool same_shape(const Shape3& a, const Shape3& b) {
+// The same block and counts (strides may differ): one index computation serves both sides.
+bool same_counts(const Shape3& a, const Shape3& b) {
   if (a.nd != b.nd || a.words != b.words) return false;
   for (int d = 0; d < a.nd; ++d)
-    if (a.count[d] != b.count[d] || a.stride[d] != b.stride[d]) return false;
+    if (a.count[d] != b.count[d]) return false;
   return true;
 }
 
@@ -76,7 +77,7 @@ LeanMove make_lean(const SidePlan& src, const SidePlan& dst, int lw, std::int64_
   } else {
     m.a = make_shape3(src.head, lw);
     m.b = make_shape3(dst.head, lw);
-    m.kind = same_shape(m.a, m.b) ? kCopySame : kCopyTwo;
+    m.kind = same_counts(m.a, m.b) ? kCopySame : kCopyTwo;
   }
   return m;
 }

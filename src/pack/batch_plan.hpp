@@ -35,8 +35,8 @@ bool lean_fits(const PlanHead& hp);
 Shape3 make_shape3(const PlanHead& hp, int lw);
 
 // The kernel records of a move of `bytes` packed bytes at word size lw. A copy whose source or
-// destination is one contiguous run becomes an unpack or a pack of that run; a copy between equal
-// shapes computes one offset per word.
+// destination is one contiguous run becomes an unpack or a pack of that run; a copy between shapes
+// of the same block and counts (strides may differ: interleaved faces) divides once per word.
 LeanMove make_lean(const SidePlan& src, const SidePlan& dst, int lw, std::int64_t src_off,
                    std::int64_t dst_off);
 GeneralMove make_general(const SidePlan& src, const SidePlan& dst, int lw, std::int64_t src_off,

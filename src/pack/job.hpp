@@ -45,11 +45,42 @@ FERRY_HD std::int64_t shape3_offset(const Shape3& s, std::uint32_t p) {
   return off + static_cast<std::int64_t>(q2) * s.stride[2];
 }
 
+// Byte offsets of packed word p through two shapes with the same block and counts but their own
+// starts and strides (a copy between a halo's interior and its image, or between two interleaved
+// faces whose pair strides differ): the divisions once, then one sum per side.
+template <int LW>
+FERRY_HD void shape3_offsets(const Shape3& a, const Shape3& b, std::uint32_t p, std::int64_t& oa,
+                             std::int64_t& ob) {
+  const std::uint32_t block = a.fwords.div(p);
+  const std::int64_t word = static_cast<std::int64_t>(p - block * a.words) << LW;
+  oa = a.start + word;
+  ob = b.start + word;
+  if (a.nd == 0) return;
+  if (a.nd == 1) {
+    oa += static_cast<std::int64_t>(block) * a.stride[0];
+    ob += static_cast<std::int64_t>(block) * b.stride[0];
+    return;
+  }
+  const std::uint32_t q = a.fcount[0].div(block);
+  const auto i0 = static_cast<std::int64_t>(block - q * a.count[0]);
+  oa += i0 * a.stride[0];
+  ob += i0 * b.stride[0];
+  if (a.nd == 2) {
+    oa += static_cast<std::int64_t>(q) * a.stride[1];
+    ob += static_cast<std::int64_t>(q) * b.stride[1];
+    return;
+  }
+  const std::uint32_t q2 = a.fcount[1].div(q);
+  const auto i1 = static_cast<std::int64_t>(q - q2 * a.count[1]);
+  oa += i1 * a.stride[1] + static_cast<std::int64_t>(q2) * a.stride[2];
+  ob += i1 * b.stride[1] + static_cast<std::int64_t>(q2) * b.stride[2];
+}
+
 // What a lean move does, known per CUDA block and compiled into the loop.
 enum MoveKind : std::int32_t {
   kPack = 0,      // source through `a`, destination packed
   kUnpack = 1,    // source packed, destination through `a`
-  kCopySame = 2,  // both sides through `a`'s shape; the destination starts at b.start
+  kCopySame = 2,  // source through `a`, destination through `b`, which has a's block and counts
   kCopyTwo = 3,   // source through `a`, destination through `b`
 };
 constexpr int kMoveKinds = 4;
@@ -74,8 +105,7 @@ FERRY_HD void lean_offsets(const M& m, std::uint32_t p, std::int64_t& src, std::
     src = linear;
     dst = shape3_offset<LW>(m.a, p);
   } else if constexpr (Kind == kCopySame) {
-    src = shape3_offset<LW>(m.a, p);
-    dst = src - m.a.start + m.b.start;
+    shape3_offsets<LW>(m.a, m.b, p, src, dst);
   } else {
     src = shape3_offset<LW>(m.a, p);
     dst = shape3_offset<LW>(m.b, p);
