@@ -315,45 +315,25 @@ std::vector<char> packed_of(const std::vector<char>& buf, const Type& t) {
 
 TEST(Interleave, PairsOfBoxesCopyAsTheirTwoCopies) {
   const int n = env_int("FERRY_PLAN_TYPES", 3000) / 10;
-  const std::uint64_t seed = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 24;
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
-  int negative = 0, cut = 0;
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 24;
+  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  std::mt19937_64 rng(base);
+  int negative = 0, cut = 0, lean = 0;
   for (int i = 0; i < n; ++i) {
-    const int es = std::vector<int>{1, 2, 4, 8, 12}[rng() % 5];
-    int dims[3], ext[3], at[2][3], dst_dims[3], dst_at[2][3];
-    for (int d = 0; d < 3; ++d) {
-      dims[d] = pick(1, 9);
-      ext[d] = pick(1, dims[d]);
-      for (auto& a : at) a[d] = pick(0, dims[d] - ext[d]);  // the sources may overlap
-      dst_dims[d] = dims[d];
-      for (auto& a : dst_at) a[d] = at[0][d];
-    }
-    // The destinations must not overlap: the second box sits in a second half along z.
-    dst_dims[0] = 2 * dims[0];
-    dst_at[1][0] += dims[0];
-    if (rng() % 2) std::swap(dst_at[0], dst_at[1]);
-    const pairs::Type sa = pairs::box(dims, ext, at[0], es), sb = pairs::box(dims, ext, at[1], es);
-    const pairs::Type da = pairs::box(dst_dims, ext, dst_at[0], es), db = pairs::box(dst_dims, ext, dst_at[1], es);
-    // A piece that divides the row (a row spanning the array's whole x extent merges with the
-    // next into a longer block, which any divisor of the row divides too).
-    const int row = ext[2] * es;
-    std::vector<int> divisors;
-    for (int k = 1; k <= row; ++k)
-      if (row % k == 0) divisors.push_back(k);
-    const int piece = divisors[rng() % divisors.size()];
-    const std::string what = "seed " + std::to_string(seed) + " case " + std::to_string(i) + ": es " +
-                             std::to_string(es) + " piece " + std::to_string(piece) + "\n" +
-                             sa.describe() + sb.describe() + da.describe() + db.describe();
+    const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
+    ferry_test::BoxPair bp = ferry_test::make_box_pair(seed);
+    const pairs::Type sa = ferry::translate(bp.src[0]), sb = ferry::translate(bp.src[1]);
+    const pairs::Type da = ferry::translate(bp.dst[0]), db = ferry::translate(bp.dst[1]);
+    const int piece = bp.piece;
+    const std::string what = "seed " + std::to_string(seed) + ": " + bp.description;
     const pairs::Type ps = ferry::interleave(sa, sb, piece), pd = ferry::interleave(da, db, piece);
     ASSERT_TRUE(ps.strided() && pd.strided()) << what;
     ASSERT_EQ(ps.size(), 2 * sa.size()) << what;
     negative += pd.strided()->ndims() > 1 && pd.strided()->strides[1] < 0;
-    cut += piece < row;
+    cut += piece < sa.strided()->counts[0];
 
-    std::vector<char> src(static_cast<std::size_t>(dims[0] * dims[1] * dims[2] * es));
-    std::vector<char> dst(static_cast<std::size_t>(dst_dims[0] * dims[1] * dims[2] * es));
+    std::vector<char> src(static_cast<std::size_t>(bp.src_bytes)), dst(static_cast<std::size_t>(bp.dst_bytes));
     for (auto& c : src) c = static_cast<char>(rng());
     for (auto& c : dst) c = static_cast<char>(rng());
     // Packed bytes: a's and b's pieces, alternating.
@@ -373,12 +353,16 @@ TEST(Interleave, PairsOfBoxesCopyAsTheirTwoCopies) {
     ferry::copy(src.data(), 1, ps, got.data(), 1, pd);
     ASSERT_TRUE(got == want) << "CPU engine, " << what;
     HostSide hs{ferry::detail::build_plan(ps, 1)}, hd{ferry::detail::build_plan(pd, 1)};
+    lean += ferry::detail::lean_fits(hs.hp.head) && ferry::detail::lean_fits(hd.hp.head);
     const std::vector<char> before = dst;
     check_move(hs.side(src.data()), hd.side(dst.data()), ps.size(), dst.data(), before, want, rng, what);
+    ferry_test::release(bp);
   }
-  std::printf("pairs: %d with a negative pair stride, %d with pieces shorter than the row\n", negative, cut);
+  std::printf("pairs: %d with a negative pair stride, %d with pieces shorter than the block, %d lean\n",
+              negative, cut, lean);
   EXPECT_GT(negative, n / 5);
   EXPECT_GT(cut, n / 10);
+  EXPECT_GT(lean, n / 10);
 }
 
 // The Astaroth x faces (24 B at both ends of every row of a dense 3-D array, periodic) as one

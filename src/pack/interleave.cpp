@@ -1,7 +1,6 @@
 // ferry::interleave (pack.hpp): two layouts of one shape as one strided layout whose pieces
 // alternate, so that one move (one kernel, one chunk of a Batch) covers both.
 #include <ferry/pack.hpp>
-
 #include <string>
 #include <vector>
 
@@ -29,7 +28,8 @@ std::vector<Dim> dims_above(const StridedBlock& sb, i64 piece, const char* which
   std::vector<Dim> dims;
   if (block / piece > 1) dims.push_back({block / piece, piece});
   for (int d = 1; d < sb.ndims(); ++d)
-    dims.push_back({sb.counts[static_cast<std::size_t>(d)], sb.strides[static_cast<std::size_t>(d)]});
+    dims.push_back(
+        {sb.counts[static_cast<std::size_t>(d)], sb.strides[static_cast<std::size_t>(d)]});
   return dims;
 }
 
