@@ -125,6 +125,21 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
   EXPECT_GT(strided, n / 20);
 }
 
+// The lean kernel keeps strides in 32 bits: a side with a stride of 2 GiB or more goes to the
+// general kernel (its arithmetic is 64-bit), one just below stays lean.
+TEST(Batch, StridesOf2GiBLeaveTheLeanKernel) {
+  for (const long long stride : {(1LL << 31) - 8, (1LL << 31) + 8, -(1LL << 31) - 8}) {
+    MPI_Datatype t;
+    MPI_Type_create_hvector(2, 1, static_cast<MPI_Aint>(stride), MPI_DOUBLE, &t);
+    MPI_Type_commit(&t);
+    const ferry::Type v = ferry::translate(t);
+    MPI_Type_free(&t);
+    const ferry::detail::HostPlan hp = ferry::detail::build_plan(v, 1);
+    EXPECT_EQ(ferry::detail::lean_fits(hp.head), stride < (1LL << 31) && stride > -(1LL << 31))
+        << "stride " << stride;
+  }
+}
+
 // The batch's chunks cover every move exactly once, in order, in pieces of at most the chunk
 // size that start at multiples of 16 and are equal but for each move's last.
 TEST(Batch, PartitionCoversEveryMoveInEqualAlignedChunks) {

@@ -1,6 +1,7 @@
 #include "pack/batch_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -34,7 +35,11 @@ int move_lw(const SidePlan& src, const SidePlan& dst) {
 }
 
 bool lean_fits(const PlanHead& hp) {
-  return hp.plan.npieces == 0 && hp.plan.shape.nd <= 3 && !hp.wide;
+  const Shape& sh = hp.plan.shape;
+  if (hp.plan.npieces != 0 || sh.nd > 3 || hp.wide) return false;
+  for (int d = 0; d < sh.nd; ++d)
+    if (sh.stride[d] > INT32_MAX || sh.stride[d] < -INT32_MAX) return false;
+  return true;
 }
 
 Shape3 make_shape3(const PlanHead& hp, int lw) {
@@ -46,7 +51,7 @@ Shape3 make_shape3(const PlanHead& hp, int lw) {
   s.fwords = sh.fwords[lw];
   for (int d = 0; d < sh.nd && d < 3; ++d) {
     s.count[d] = static_cast<std::uint32_t>(sh.count[d]);
-    s.stride[d] = sh.stride[d];
+    s.stride[d] = static_cast<std::int32_t>(sh.stride[d]);
     if (d < 2) s.fcount[d] = sh.fcount[d];
   }
   return s;

@@ -28,7 +28,8 @@ struct SidePlan {
 // alignment of each side's first byte.
 int move_lw(const SidePlan& src, const SidePlan& dst);
 
-// The side fits the lean kernel: strided, at most 3 dimensions, fewer than 2^31 bytes.
+// The side fits the lean kernel: strided, at most 3 dimensions, fewer than 2^31 bytes, strides
+// below 2^31 bytes.
 bool lean_fits(const PlanHead& hp);
 
 // The lean shape of a plan at word size lw (lean_fits(hp) must hold).
