@@ -103,6 +103,10 @@ int ferry_halo_describe(ferry_halo_plan plan, char* buf, int len);
  * (ctypes) checks its layout against these before its first call. */
 enum { FERRY_HALO_SIZEOF_FIELD = 0, FERRY_HALO_SIZEOF_DOMAIN_OPTIONS = 1, FERRY_HALO_SIZEOF_OPTIONS = 2 };
 long long ferry_halo_sizeof(int which);
+/* ferry_halo_start + ferry_halo_finish on `stream` in one call (one crossing for bindings): the
+ * exchange ordered on the stream, returning without waiting for the GPU (ferry_halo_exchange
+ * waits). */
+int ferry_halo_exchange_on(ferry_halo_plan plan, void* stream /* cudaStream_t or NULL */);
 /* Subdomains per axis of the domain's grid (the partition's or the given one). */
 int ferry_halo_domain_grid(ferry_halo_domain domain, long long grid[3]);
 /* The partition and placement, for people; NUL-terminated and truncated to len bytes. */

@@ -209,6 +209,13 @@ int ferry_halo_start(ferry_halo_plan plan, void* stream) {
 int ferry_halo_finish(ferry_halo_plan plan, void* stream) {
   return guarded([&] { handle(plan, "plan").plan.finish(static_cast<ferry::gpu::Stream>(stream)); });
 }
+int ferry_halo_exchange_on(ferry_halo_plan plan, void* stream) {
+  return guarded([&] {
+    auto& p = handle(plan, "plan").plan;
+    p.start(static_cast<ferry::gpu::Stream>(stream));
+    p.finish(static_cast<ferry::gpu::Stream>(stream));
+  });
+}
 int ferry_halo_test(ferry_halo_plan plan, int* done) {
   return guarded([&] {
     if (done == nullptr) fail(MPI_ERR_ARG, "halo: null done");

@@ -55,7 +55,7 @@ def _torch(t):
     import torch
     if t.layout != torch.strided:
         raise argument_error("a %s tensor has no strided memory to exchange halos in" % t.layout)
-    if t.is_conj() or t.is_neg():
+    if getattr(t, "is_conj", lambda: False)() or getattr(t, "is_neg", lambda: False)():
         raise argument_error("a tensor with a lazy conjugate or negation bit: call resolve_conj() / "
                              "resolve_neg() first")
     kind = t.device.type

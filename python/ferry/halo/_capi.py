@@ -91,6 +91,7 @@ def _declare():
         "ferry_halo_exchange": ([p], c_int),
         "ferry_halo_start": ([p, c_void_p], c_int),
         "ferry_halo_finish": ([p, c_void_p], c_int),
+        "ferry_halo_exchange_on": ([p, c_void_p], c_int),
         "ferry_halo_test": ([p, P(c_int)], c_int),
         "ferry_halo_swap": ([p], c_int),
         "ferry_halo_verify_report": ([p, P(c_ll), P(c_ll), ctypes.c_char_p, c_int], c_int),

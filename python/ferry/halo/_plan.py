@@ -59,6 +59,9 @@ def _fill(c, info, nxt, w, origin, name, extent):
         c.dir_width[(d[2] + 1) + 3 * (d[1] + 1) + 9 * (d[0] + 1)] = width
 
 
+_exchange, _exchange_on = _lib.ferry_halo_exchange, _lib.ferry_halo_exchange_on
+
+
 class Plan:
     """A halo exchange planned once (collective over the domain's ranks): neighbours, a method per
     neighbour pair (Ferry's measured model picks; `method` forces one: "local", "peer", "ipc",
@@ -160,10 +163,9 @@ class Plan:
         returns with every halo filled."""
         h = self._h or self._handle()
         if self._gpu:
-            s = self._stream_of(stream)
-            rc = _lib.ferry_halo_start(h, s) or _lib.ferry_halo_finish(h, s)
+            rc = _exchange_on(h, self._stream() if stream is None and self._stream else self._stream_of(stream))
         else:
-            rc = _lib.ferry_halo_exchange(h)
+            rc = _exchange(h)
         if rc:
             _check(rc)
 

@@ -99,7 +99,8 @@ def run_case(name, gshape, specs, periodic, subdomains=1, method=None, extras=()
     before = [[lib.host(b) for (_, b, _, _) in row] for row in arrays]
     fields = [[fh.Field(a, w, name="f%d" % f) for f, (a, _, w, _) in enumerate(row)] for row in arrays]
     plan = fh.Plan(dom, fields if subdomains > 1 else fields[0], method=method,
-                   priority_stream="no_priority" not in extras)
+                   priority_stream="no_priority" not in extras, graphs="no_graphs" not in extras,
+                   fused="no_graphs" not in extras)
     v = plan.verify()
     check("%s: verify %r" % (name, v), v.ok and v.cells_checked > 0)
     if "start" in extras:
@@ -216,6 +217,7 @@ if args.quick:
 if args.lib in ("cupy", "torch"):
     cases.append(("forced ipc method", (9, 8, 11), [("float64", "C", 1)], True, 1, "ipc" if size > 1 else "local", ("stats",)))
     cases.append(("no priority stream (the caller's stream)", (8, 8, 8), [("float32", "C", 1)], True, 1, None, ("no_priority",)))
+    cases.append(("graphs off, separate launches", (9, 10, 8), [("float64", "F", 2), ("int32", "C", 1)], (True, False, True), 1, None, ("no_graphs",)))
 
 for name, gshape, specs, periodic, nsub, method, extras in cases:
     try:
