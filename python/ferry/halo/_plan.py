@@ -29,10 +29,9 @@ def _per_subdomain(fields, nsub):
     return out
 
 
-def _fill(c, info, nxt, w, origin, name, extent):
+def _fill(c, info, nxt, w, origin, who, extent):
     """Checks one field against its subdomain (in the arrays' axis order, so that messages name the
     axes the user knows) and writes it into the C struct, the library's axis 0 being the last."""
-    who = "field '%s'" % name if name else "field"
     for a in range(3):
         lo, hi = w.side(a, -1), w.side(a, 1)
         if origin[a] < lo:
@@ -98,19 +97,21 @@ class Plan:
             self._infos = []
             for s, fl in enumerate(self.fields):
                 for f, fld in enumerate(fl):
-                    info = _describe(fld.array)
-                    nxt = _describe(fld.next) if fld.next is not None else None
-                    w = _as_widths(widths if fld.widths is None else fld.widths)
-                    origin = (_ints(fld.origin, "origin") if fld.origin is not None
-                              else tuple(w.side(a, -1) for a in range(3)))
-                    name = fld.name or ("%d" % f)
+                    name = ("'%s'" % fld.name if fld.name else "%d" % f) + (" of subdomain %d" % s if s else "")
+                    try:
+                        info = _describe(fld.array)
+                        nxt = _describe(fld.next) if fld.next is not None else None
+                        w = _as_widths(widths if fld.widths is None else fld.widths)
+                        origin = (_ints(fld.origin, "origin") if fld.origin is not None
+                                  else tuple(w.side(a, -1) for a in range(3)))
+                    except HaloError as e:
+                        raise _argument_error("field %s: %s" % (name, e.message)) from None
                     if info.on_gpu and not _build_info.cuda:
                         raise _argument_error("field %s is GPU memory, and this ferry was built without CUDA" % name)
                     if info.on_gpu and info.device is not None and 0 <= subs[s].device != info.device:
-                        raise _argument_error("field %s of subdomain %d is on GPU %d; the domain placed the "
-                                              "subdomain on GPU %d (Domain(devices=...))"
-                                              % (name, s, info.device, subs[s].device))
-                    _fill(cfields[s * nf + f], info, nxt, w, origin, fld.name, subs[s].extent)
+                        raise _argument_error("field %s is on GPU %d; the domain placed its subdomain on "
+                                              "GPU %d (Domain(devices=...))" % (name, info.device, subs[s].device))
+                    _fill(cfields[s * nf + f], info, nxt, w, origin, "field " + name, subs[s].extent)
                     self._infos.append((info, nxt))
             kinds = {i.on_gpu for i, _ in self._infos}
             if len(kinds) > 1:
