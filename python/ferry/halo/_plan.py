@@ -91,6 +91,7 @@ class Plan:
         opts = _capi.OptionsC()
         _lib.ferry_halo_options_init(_ct.byref(opts))
         try:
+            dh = domain._live_handle()
             self.fields = _per_subdomain(fields, len(subs))
             nf = len(self.fields[0])
             cfields = (_capi.FieldC * (len(subs) * nf))()
@@ -134,15 +135,16 @@ class Plan:
         except (TypeError, ValueError, OverflowError) as e:
             err = str(e)
         sigs = _agree(domain.comm, err, sig)
-        for f in range(len(sig)):  # the library compares element sizes; Python users mean dtypes
-            names = [s[f] if f < len(s) else None for s in sigs]
+        # The library compares element sizes (and field counts); Python users mean dtypes.
+        for f in range(len(sig) if all(len(s) == len(sig) for s in sigs) else 0):
+            names = [s[f] for s in sigs]
             if len(set(names)) > 1:
                 r = next(r for r, n in enumerate(names) if n != names[0])
                 raise _argument_error("field %d: dtype %s on rank 0, %s on rank %d" % (f, names[0], names[r], r))
         self._gpu = self._infos[0][0].on_gpu
         self._stream = _current_stream(self._infos[0][0]) if self._gpu else None
         h = _ct.c_void_p()
-        _check(_lib.ferry_halo_plan_create(domain._live_handle(), len(subs), nf, cfields, _ct.byref(opts),
+        _check(_lib.ferry_halo_plan_create(dh, len(subs), nf, cfields, _ct.byref(opts),
                                            _ct.byref(h)))
         self._h = h
         _register(self)

@@ -103,6 +103,8 @@ expect("swap array of another shape", lambda: fh.Plan(dom, [fh.Field(arr(), next
 expect("widths differ between ranks",
        lambda: fh.Plan(dom, [arr(widths=2 if rank == 1 else 1)], widths=2 if rank == 1 else 1),
        match="differ between ranks")
+expect("field count differs between ranks",
+       lambda: fh.Plan(dom, [arr(), arr(np.int32)] if rank == 1 else [arr()]), match="differ between ranks")
 # A width larger than the neighbouring subdomain (each subdomain is at most 12 points thick).
 expect("width larger than a subdomain", lambda: fh.Plan(dom, [arr(widths=13)], widths=13))
 # The communicator does not fit the grid asked for.
