@@ -24,6 +24,12 @@ long long halo_c_smoke(MPI_Comm comm) {
   long long bad = -1;
   if (ferry_halo_plan_create(dom, 1, 1, &f, &po, &plan) == MPI_SUCCESS) {
     if (ferry_halo_exchange(plan) == MPI_SUCCESS) ferry_halo_verify(plan, &bad);
+    /* The queries, from C: the interior of a width-2 halo starts 2 points in. */
+    long long lo[3], box[3], sent[6][3], received[6][3];
+    int counts[3];
+    if (ferry_halo_interior(plan, 0, lo, box) != MPI_SUCCESS || lo[0] != 2 ||
+        ferry_halo_stats(plan, sent, received, counts) != MPI_SUCCESS)
+      bad = -1;
     ferry_halo_plan_free(&plan);
   }
   ferry_halo_domain_free(&dom);

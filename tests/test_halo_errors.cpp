@@ -208,6 +208,96 @@ TEST(HaloErrors, CApi) {
   EXPECT_EQ(dom, nullptr);
 }
 
+// The queries bindings use (ferry.halo in Python): each against the C++ call it forwards.
+TEST(HaloErrors, CApiQueries) {
+  EXPECT_EQ(ferry_halo_sizeof(FERRY_HALO_SIZEOF_FIELD), static_cast<long long>(sizeof(ferry_halo_field)));
+  EXPECT_EQ(ferry_halo_sizeof(FERRY_HALO_SIZEOF_DOMAIN_OPTIONS), static_cast<long long>(sizeof(ferry_halo_domain_options)));
+  EXPECT_EQ(ferry_halo_sizeof(FERRY_HALO_SIZEOF_OPTIONS), static_cast<long long>(sizeof(ferry_halo_options)));
+  EXPECT_EQ(ferry_halo_sizeof(7), -1);
+  ferry_halo_options po;
+  ferry_halo_options_init(&po);
+  EXPECT_EQ(po.priority_stream, 1);
+  po.priority_stream = 0;
+  const long long global[3] = {11, 9, 8};
+  ferry_halo_domain_options o;
+  ferry_halo_domain_options_init(&o);
+  o.periodic[0] = o.periodic[2] = 1;
+  ferry_halo_domain dom = nullptr;
+  ASSERT_EQ(ferry_halo_domain_create(MPI_COMM_WORLD, global, &o, &dom), MPI_SUCCESS) << ferry_error_string();
+  long long grid[3] = {0, 0, 0};
+  ASSERT_EQ(ferry_halo_domain_grid(dom, grid), MPI_SUCCESS);
+  EXPECT_EQ(grid[0] * grid[1] * grid[2], size_of());
+  char text[2048];
+  ASSERT_EQ(ferry_halo_domain_describe(dom, text, sizeof text), MPI_SUCCESS);
+  EXPECT_NE(std::string(text).find("halo domain 11 x 9 x 8"), std::string::npos) << text;
+  EXPECT_EQ(ferry_halo_domain_describe(dom, text, 0), MPI_ERR_ARG);
+  long long off[3], ext[3];
+  ASSERT_EQ(ferry_halo_domain_subdomain(dom, 0, off, ext, nullptr), MPI_SUCCESS);
+  fh::Widths w = fh::Widths::axes({1, 2, 0}, {2, 1, 1});
+  std::vector<double> a(static_cast<std::size_t>((ext[0] + 3) * (ext[1] + 3) * (ext[2] + 1)));
+  ferry_halo_field f;
+  ferry_halo_field_init(&f);
+  const fh::Field cf = fh::dense_field(a.data(), {ext[0], ext[1], ext[2]}, w);
+  f.data = a.data();
+  f.elem_bytes = 8;
+  for (int k = 0; k < 3; ++k) {
+    f.alloc[k] = cf.alloc[k], f.origin[k] = cf.origin[k], f.strides[k] = cf.strides[k];
+    f.minus[k] = w.side(k, -1), f.plus[k] = w.side(k, +1);
+  }
+  ferry_halo_plan plan = nullptr;
+  ASSERT_EQ(ferry_halo_plan_create(dom, 1, 1, &f, &po, &plan), MPI_SUCCESS) << ferry_error_string();
+  // The same plan in C++, to compare against.
+  fh::DomainOptions co;
+  co.periodic = {true, false, true};
+  const auto cdom = fh::Domain::create(MPI_COMM_WORLD, {11, 9, 8}, co);
+  fh::Field cf2 = cf;
+  fh::Plan cplan = fh::plan(cdom, {{cf2}});
+  long long lo[3], box[3];
+  ASSERT_EQ(ferry_halo_interior(plan, 0, lo, box), MPI_SUCCESS);
+  const fh::Box in = cplan.interior(0);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(lo[k], in.lo[k]);
+    EXPECT_EQ(box[k], in.extent[k]);
+  }
+  int count = -1;
+  long long los[6][3], boxes[6][3];
+  ASSERT_EQ(ferry_halo_exterior(plan, 0, &count, los, boxes), MPI_SUCCESS);
+  const auto ex = cplan.exterior(0);
+  ASSERT_EQ(count, static_cast<int>(ex.size()));
+  for (int i = 0; i < count; ++i)
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(los[i][k], ex[i].lo[k]);
+      EXPECT_EQ(boxes[i][k], ex[i].extent[k]);
+    }
+  EXPECT_EQ(ferry_halo_interior(plan, 1, lo, box), MPI_ERR_ARG);
+  EXPECT_EQ(ferry_halo_exterior(plan, 0, nullptr, los, boxes), MPI_ERR_ARG);
+  long long sent[6][3], received[6][3];
+  int counts[3];
+  ASSERT_EQ(ferry_halo_stats(plan, sent, received, counts), MPI_SUCCESS);
+  const fh::Stats st = cplan.stats();
+  for (int m = 0; m < fh::kMethods; ++m) {
+    EXPECT_EQ(sent[m][0], st.sent[m].messages);
+    EXPECT_EQ(sent[m][1], st.sent[m].bytes);
+    EXPECT_EQ(received[m][1], st.received[m].bytes);
+    EXPECT_EQ(received[m][2], st.received[m].regions);
+  }
+  EXPECT_EQ(counts[0], st.neighbour_ranks);
+  EXPECT_EQ(ferry_halo_stats(plan, nullptr, nullptr, nullptr), MPI_SUCCESS);
+  long long checked = 0, bad = -1;
+  ASSERT_EQ(ferry_halo_verify_report(plan, &checked, &bad, text, sizeof text), MPI_SUCCESS) << ferry_error_string();
+  EXPECT_EQ(bad, 0) << text;
+  EXPECT_EQ(checked, cplan.verify().cells_checked);
+  EXPECT_GT(checked, 11 * 9 * 8);
+  EXPECT_EQ(ferry_halo_interior(nullptr, 0, lo, box), MPI_ERR_ARG);
+  EXPECT_EQ(ferry_halo_exchange_on(plan, nullptr), MPI_SUCCESS) << ferry_error_string();
+  EXPECT_EQ(ferry_halo_exchange_on(nullptr, nullptr), MPI_ERR_ARG);
+  EXPECT_EQ(ferry_halo_start(plan, nullptr), MPI_SUCCESS);
+  EXPECT_EQ(ferry_halo_exchange_on(plan, nullptr), MPI_ERR_OTHER);  // one in flight already
+  EXPECT_EQ(ferry_halo_finish(plan, nullptr), MPI_SUCCESS);
+  EXPECT_EQ(ferry_halo_plan_free(&plan), MPI_SUCCESS);
+  EXPECT_EQ(ferry_halo_domain_free(&dom), MPI_SUCCESS);
+}
+
 TEST(HaloErrors, CApiFromC) { EXPECT_EQ(halo_c_smoke(MPI_COMM_WORLD), 0) << ferry_error_string(); }
 
 }  // namespace

@@ -76,6 +76,8 @@ typedef struct ferry_halo_options {
   int fused;
   long long split_bytes;
   int progress_thread;
+  int priority_stream; /* 1 (default): a highest-priority stream per GPU; 0 with one GPU: the
+                          exchange runs on the caller's stream itself */
 } ferry_halo_options;
 void ferry_halo_options_init(ferry_halo_options* options);
 
@@ -93,6 +95,37 @@ int ferry_halo_swap(ferry_halo_plan plan);
 int ferry_halo_verify(ferry_halo_plan plan, long long* bad_cells);
 /* Methods, bytes and messages per method, NUL-terminated and truncated to len bytes. */
 int ferry_halo_describe(ferry_halo_plan plan, char* buf, int len);
+
+/* Queries for bindings (ferry.halo in Python) and tools. */
+
+/* sizeof of a struct of this header, as the library was compiled: FERRY_HALO_SIZEOF_FIELD,
+ * _DOMAIN_OPTIONS or _OPTIONS (-1 for another value). A binding that lays the structs out itself
+ * (ctypes) checks its layout against these before its first call. */
+enum { FERRY_HALO_SIZEOF_FIELD = 0, FERRY_HALO_SIZEOF_DOMAIN_OPTIONS = 1, FERRY_HALO_SIZEOF_OPTIONS = 2 };
+long long ferry_halo_sizeof(int which);
+/* ferry_halo_start + ferry_halo_finish on `stream` in one call (one crossing for bindings): the
+ * exchange ordered on the stream, returning without waiting for the GPU (ferry_halo_exchange
+ * waits). */
+int ferry_halo_exchange_on(ferry_halo_plan plan, void* stream /* cudaStream_t or NULL */);
+/* Subdomains per axis of the domain's grid (the partition's or the given one). */
+int ferry_halo_domain_grid(ferry_halo_domain domain, long long grid[3]);
+/* The partition and placement, for people; NUL-terminated and truncated to len bytes. */
+int ferry_halo_domain_describe(ferry_halo_domain domain, char* buf, int len);
+/* Plan::interior / exterior of local subdomain `sub`, in its local coordinates (interior point 0
+ * is 0): the points whose stencil reads no halo, and the rest of the interior as *count <= 6
+ * disjoint boxes. MPI_ERR_ARG for a subdomain the plan does not have. */
+int ferry_halo_interior(ferry_halo_plan plan, int sub, long long lo[3], long long extent[3]);
+int ferry_halo_exterior(ferry_halo_plan plan, int sub, int* count, long long lo[6][3],
+                        long long extent[6][3]);
+/* Plan::stats per method m (the FERRY_HALO_LOCAL.. values): sent[m] and received[m] are
+ * {messages, bytes, regions} per exchange on this rank; counts = {neighbour ranks, pack launches,
+ * unpack launches}. Any pointer may be NULL. */
+int ferry_halo_stats(ferry_halo_plan plan, long long sent[6][3], long long received[6][3], int counts[3]);
+/* ferry_halo_verify with the whole result: cells checked and bad over all ranks, and the first
+ * errors (from the lowest rank with errors) NUL-terminated and truncated to len bytes (errors may
+ * be NULL). Collective. */
+int ferry_halo_verify_report(ferry_halo_plan plan, long long* cells_checked, long long* bad_cells,
+                             char* errors, int len);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,9 @@ or, where no launcher can be wrapped (srun scripts, Jupyter), import ferry befor
     from mpi4py import MPI
     assert ferry.loaded()
 
+ferry.halo exchanges the halos of 3-D grids split across ranks (Ferry's halo library) on NumPy,
+CuPy and PyTorch arrays: see its docstring; ferry.measure writes the interposer's model file.
+
 `FERRY_PRELOAD=0` in the environment keeps ``import ferry`` from loading it. ferry.status() says
 why the interposer is not active when it is not (ferry._interposer says when importing ferry
 cannot work). ``python -m ferry`` prints build_info() and status().

@@ -3,8 +3,11 @@
 #include <ferry/halo.h>
 #include <ferry/halo.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "sys/error.hpp"
 
@@ -59,6 +62,13 @@ fh::Field to_cpp(const ferry_halo_field& c) {
   for (int k = 0; k < fh::kDirections; ++k)
     if (k != 13 && c.dir_width[k] >= 0) f.widths.set(fh::dir_of(k), c.dir_width[k]);
   return f;
+}
+
+// Writes s into buf (len bytes, len >= 1), truncated and NUL-terminated.
+void copy_out(const std::string& s, char* buf, int len) {
+  const std::size_t n = std::min(s.size(), static_cast<std::size_t>(len - 1));
+  std::memcpy(buf, s.data(), n);
+  buf[n] = '\0';
 }
 
 }  // namespace
@@ -156,6 +166,7 @@ void ferry_halo_options_init(ferry_halo_options* o) {
   o->method = FERRY_HALO_AUTO;
   o->graphs = 1;
   o->fused = 1;
+  o->priority_stream = 1;
 }
 
 int ferry_halo_plan_create(ferry_halo_domain domain, int nsub, int nfields, const ferry_halo_field* fields,
@@ -176,6 +187,7 @@ int ferry_halo_plan_create(ferry_halo_domain domain, int nsub, int nfields, cons
       o.fused = options->fused != 0;
       o.split_bytes = options->split_bytes;
       o.progress_thread = options->progress_thread != 0;
+      o.priority_stream = options->priority_stream != 0;
     }
     auto* h = new ferry_halo_plan_s{fh::plan(d.domain, fs, o)};
     *plan = h;
@@ -197,6 +209,13 @@ int ferry_halo_start(ferry_halo_plan plan, void* stream) {
 int ferry_halo_finish(ferry_halo_plan plan, void* stream) {
   return guarded([&] { handle(plan, "plan").plan.finish(static_cast<ferry::gpu::Stream>(stream)); });
 }
+int ferry_halo_exchange_on(ferry_halo_plan plan, void* stream) {
+  return guarded([&] {
+    auto& p = handle(plan, "plan").plan;
+    p.start(static_cast<ferry::gpu::Stream>(stream));
+    p.finish(static_cast<ferry::gpu::Stream>(stream));
+  });
+}
 int ferry_halo_test(ferry_halo_plan plan, int* done) {
   return guarded([&] {
     if (done == nullptr) fail(MPI_ERR_ARG, "halo: null done");
@@ -214,10 +233,74 @@ int ferry_halo_verify(ferry_halo_plan plan, long long* bad_cells) {
 int ferry_halo_describe(ferry_halo_plan plan, char* buf, int len) {
   return guarded([&] {
     if (buf == nullptr || len < 1) fail(MPI_ERR_ARG, "halo: no room to describe the plan");
-    const std::string s = handle(plan, "plan").plan.describe();
-    const std::size_t n = std::min(s.size(), static_cast<std::size_t>(len - 1));
-    std::memcpy(buf, s.data(), n);
-    buf[n] = '\0';
+    copy_out(handle(plan, "plan").plan.describe(), buf, len);
+  });
+}
+
+long long ferry_halo_sizeof(int which) {
+  switch (which) {
+    case FERRY_HALO_SIZEOF_FIELD: return static_cast<long long>(sizeof(ferry_halo_field));
+    case FERRY_HALO_SIZEOF_DOMAIN_OPTIONS: return static_cast<long long>(sizeof(ferry_halo_domain_options));
+    case FERRY_HALO_SIZEOF_OPTIONS: return static_cast<long long>(sizeof(ferry_halo_options));
+    default: return -1;
+  }
+}
+
+int ferry_halo_domain_grid(ferry_halo_domain domain, long long grid[3]) {
+  return guarded([&] {
+    if (grid == nullptr) fail(MPI_ERR_ARG, "halo: null grid");
+    const fh::Index3 g = handle(domain, "domain").domain.grid();
+    for (int a = 0; a < 3; ++a) grid[a] = g[a];
+  });
+}
+
+int ferry_halo_domain_describe(ferry_halo_domain domain, char* buf, int len) {
+  return guarded([&] {
+    if (buf == nullptr || len < 1) fail(MPI_ERR_ARG, "halo: no room to describe the domain");
+    copy_out(handle(domain, "domain").domain.describe(), buf, len);
+  });
+}
+
+int ferry_halo_interior(ferry_halo_plan plan, int sub, long long lo[3], long long extent[3]) {
+  return guarded([&] {
+    if (lo == nullptr || extent == nullptr) fail(MPI_ERR_ARG, "halo: null box");
+    const fh::Box b = handle(plan, "plan").plan.interior(sub);
+    for (int a = 0; a < 3; ++a) lo[a] = b.lo[a], extent[a] = b.extent[a];
+  });
+}
+
+int ferry_halo_exterior(ferry_halo_plan plan, int sub, int* count, long long lo[6][3], long long extent[6][3]) {
+  return guarded([&] {
+    if (count == nullptr || lo == nullptr || extent == nullptr) fail(MPI_ERR_ARG, "halo: null boxes");
+    const std::vector<fh::Box> boxes = handle(plan, "plan").plan.exterior(sub);
+    if (boxes.size() > 6) fail(MPI_ERR_INTERN, "halo: more than 6 exterior boxes");
+    *count = static_cast<int>(boxes.size());
+    for (std::size_t i = 0; i < boxes.size(); ++i)
+      for (int a = 0; a < 3; ++a) lo[i][a] = boxes[i].lo[a], extent[i][a] = boxes[i].extent[a];
+  });
+}
+
+int ferry_halo_stats(ferry_halo_plan plan, long long sent[6][3], long long received[6][3], int counts[3]) {
+  static_assert(fh::kMethods == 6, "ferry_halo_stats has a row per method");
+  return guarded([&] {
+    const fh::Stats s = handle(plan, "plan").plan.stats();
+    for (int m = 0; m < fh::kMethods; ++m) {
+      if (sent) sent[m][0] = s.sent[m].messages, sent[m][1] = s.sent[m].bytes, sent[m][2] = s.sent[m].regions;
+      if (received)
+        received[m][0] = s.received[m].messages, received[m][1] = s.received[m].bytes,
+        received[m][2] = s.received[m].regions;
+    }
+    if (counts) counts[0] = s.neighbour_ranks, counts[1] = s.pack_launches, counts[2] = s.unpack_launches;
+  });
+}
+
+int ferry_halo_verify_report(ferry_halo_plan plan, long long* cells_checked, long long* bad_cells, char* errors,
+                             int len) {
+  return guarded([&] {
+    const fh::VerifyResult r = handle(plan, "plan").plan.verify();
+    if (cells_checked) *cells_checked = r.cells_checked;
+    if (bad_cells) *bad_cells = r.bad_cells;
+    if (errors != nullptr && len > 0) copy_out(r.first_errors, errors, len);
   });
 }
 
