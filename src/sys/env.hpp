@@ -43,6 +43,8 @@ enum class Knob : int {
   topology,
   bandwidth,
   protocol_test,
+  passthrough,
+  async_recv,
   count
 };
 
