@@ -108,8 +108,9 @@ namespace {
 // in a barrier (their senders may be waiting for them before they reach it), and a rank cannot
 // switch alone to MPI_Ibarrier (MPI does not match blocking with non-blocking collectives). So
 // every rank runs Ferry's own barrier, a dissemination barrier of zero-byte messages on a private
-// duplicate of the communicator (made at its first barrier, which all its ranks enter), serving
-// meanwhile.
+// duplicate of the communicator (made at its first barrier, which all its ranks enter, with
+// MPI_Comm_idup: a rank's first barrier on a communicator must serve too, or a sender blocked on a
+// message to it never reaches the barrier), serving meanwhile.
 class BarrierComms {
  public:
   MPI_Comm get(MPI_Comm comm) {
@@ -119,7 +120,12 @@ class BarrierComms {
       if (it != dups_.end()) return it->second;
     }
     MPI_Comm dup = MPI_COMM_NULL;
-    if (PMPI_Comm_dup(comm, &dup) != MPI_SUCCESS) return MPI_COMM_NULL;
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (PMPI_Comm_idup(comm, &dup, &r) != MPI_SUCCESS) return MPI_COMM_NULL;
+    if (wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      if (dup != MPI_COMM_NULL) PMPI_Comm_free(&dup);
+      return MPI_COMM_NULL;
+    }
     std::lock_guard lock(mutex_);
     dups_[comm] = dup;
     return dup;
