@@ -1,13 +1,15 @@
 # cmake -DLIBRARY=libferry-mpi.so -DNM=nm -DLIST=intercepted.txt -DTESTS=<tests folder>
-#       -P intercepted.cmake
+#       -DREFUSED=<src/mpi/refused.def> -P intercepted.cmake
 # Fails when the MPI_* functions the library exports differ from LIST, or when one of them is
 # called by no host suite, or (unless LIST marks it host-only) by no GPU suite. A call is the name
 # followed by "(" or, passed as a function pointer, by "," or ")", outside // comments and strings.
 cmake_minimum_required(VERSION 3.24)
 set(host_sources test_mpi_interposer.cpp test_mpi_collectives.cpp test_mpi_protocol.cpp
-                 test_mpi_modes.cpp mpi_gtest_main.cpp mpi_plain.c)
+                 test_mpi_modes.cpp test_mpi_refused.cpp mpi_gtest_main.cpp mpi_plain.c
+                 test_mpi_reorder.cpp test_mpi_reorder_cart.cpp)
 set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_collectives.cpp test_mpi_collectives.cpp
-                test_mpi_modes.cpp mpi_gtest_main.cpp mpi_static_cuda.cpp)
+                test_mpi_modes.cpp test_mpi_refused.cpp mpi_gtest_main.cpp
+                mpi_static_cuda.cpp)
 
 execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY} OUTPUT_VARIABLE nm_out
                 RESULT_VARIABLE rc)
@@ -16,6 +18,7 @@ if(NOT rc EQUAL 0)
 endif()
 string(REGEX MATCHALL "[ \t][TWi] MPI_[A-Za-z0-9_]+" exported "${nm_out}")
 list(TRANSFORM exported REPLACE "^[ \t][TWi] " "")
+list(FILTER exported EXCLUDE REGEX "^MPI_[A-Z0-9_]+$")  # Fortran's upper-case mangling (below)
 list(REMOVE_DUPLICATES exported)
 list(SORT exported)
 
@@ -24,9 +27,11 @@ set(listed "")
 set(host_only "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^(MPI_[A-Za-z0-9_]+)(.*)$")
-    list(APPEND listed ${CMAKE_MATCH_1})
+    # The name first: the MATCHES below overwrites CMAKE_MATCH_1.
+    set(name ${CMAKE_MATCH_1})
+    list(APPEND listed ${name})
     if(CMAKE_MATCH_2 MATCHES "host-only")
-      list(APPEND host_only ${CMAKE_MATCH_1})
+      list(APPEND host_only ${name})
     endif()
   endif()
 endforeach()
@@ -66,6 +71,46 @@ foreach(name IN LISTS listed)
     list(APPEND problems "${name}: called by no GPU suite")
   endif()
 endforeach()
+
+# With Open MPI the library also defines the Fortran entries (src/mpi/fortran.hpp): exactly one
+# per served call (listed, not refused), each in every mangling: mpi_x, mpi_x_, mpi_x__, MPI_X,
+# mpi_x_f08_, mpi_x_f08. Other MPIs' Fortran bindings call MPI_* and need none.
+string(REGEX MATCHALL "[ \t][TWi] mpi_[a-z0-9_]+_f08_\n" f08 "${nm_out}")
+list(LENGTH f08 n_f08)
+if(n_f08 GREATER 0)
+  file(STRINGS ${REFUSED} refused_lines REGEX "^FERRY_REFUSED\\(")
+  set(refused "")
+  foreach(line IN LISTS refused_lines)
+    if(line MATCHES "^FERRY_REFUSED\\([^,]+, (MPI_[A-Za-z0-9_]+),")
+      list(APPEND refused ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  set(served "")
+  foreach(name IN LISTS listed)
+    if(NOT name IN_LIST refused)
+      string(TOLOWER ${name} lower)
+      list(APPEND served ${lower})
+    endif()
+  endforeach()
+  list(TRANSFORM f08 REPLACE "^[ \t][TWi] (mpi_[a-z0-9_]+)_f08_\n$" "\\1")
+  foreach(lower IN LISTS f08)
+    if(NOT lower IN_LIST served)
+      list(APPEND problems "${lower}_f08_: a Fortran entry of a call Ferry does not serve")
+    endif()
+  endforeach()
+  foreach(lower IN LISTS served)
+    string(TOUPPER ${lower} upper)
+    foreach(sym ${lower} ${lower}_ ${lower}__ ${upper} ${lower}_f08_ ${lower}_f08)
+      if(NOT nm_out MATCHES "[ \t][TWi] ${sym}\n")
+        list(APPEND problems "${sym}: Fortran entry missing")
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH served n_served)
+  message(STATUS "${n_served} Fortran entries, each in six manglings")
+else()
+  message(STATUS "no Fortran entries (not Open MPI: its Fortran bindings call MPI_*)")
+endif()
 
 list(LENGTH listed n)
 if(problems)

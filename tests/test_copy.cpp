@@ -46,10 +46,13 @@ TEST(Copy, RandomPairsMatchPackThenUnpack) {
     const i64 bytes = ts.size() * p.src_count;
     std::vector<char> packed(static_cast<std::size_t>(bytes) + 1);
     i64 pos = 0;
-    ferry::pack(src.data() + ss.origin, p.src_count, ts, packed.data(), bytes, &pos);
+    ferry::pack(ferry_test::offset_by(src.data(), ss.origin), p.src_count, ts, packed.data(), bytes,
+                &pos);
     pos = 0;
-    ferry::unpack(packed.data(), bytes, &pos, want.data() + ds.origin, p.dst_count, td);
-    ferry::copy(src.data() + ss.origin, p.src_count, ts, dst.data() + ds.origin, p.dst_count, td);
+    ferry::unpack(packed.data(), bytes, &pos, ferry_test::offset_by(want.data(), ds.origin),
+                  p.dst_count, td);
+    ferry::copy(ferry_test::offset_by(src.data(), ss.origin), p.src_count, ts,
+                ferry_test::offset_by(dst.data(), ds.origin), p.dst_count, td);
     ASSERT_TRUE(dst == want) << "seed " << seed << "\n" << p.description << "\nsrc " << ts.describe()
                              << "\ndst " << td.describe();
     ferry_test::release(p);

@@ -1,8 +1,10 @@
 // The GPU engine's copies and batches: copy_async between random layouts of equal size
 // (type_pairs.hpp), batches mixing packs, unpacks and copies, rebinding and shared slots, graph
-// capture and replay after a rebinding, and bad input. Every result is compared over the whole
-// buffer (bytes the types do not touch included) with the CPU engine's pack then unpack (held to
-// MPI_Pack by test_random_types). Exits 77 (skipped) where there is no GPU.
+// capture and replay after a rebinding, interleaved pairs (ferry::interleave: the halo's x faces
+// as one move; random box pairs through copy_async, a batch and the single-call kernels), and bad
+// input. Every result is compared over the whole buffer (bytes the types do not touch included)
+// with the CPU engine's pack then unpack (held to MPI_Pack by test_random_types). Exits 77
+// (skipped) where there is no GPU.
 #include <cuda_runtime.h>
 #include <ferry/error.hpp>
 #include <ferry/gpu.hpp>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -76,10 +79,12 @@ struct Case {
     bytes = src_type.size() * pair.src_count;
     packed.resize(static_cast<std::size_t>(bytes) + 1);
     i64 pos = 0;
-    ferry::pack(src.data() + src_span.origin, pair.src_count, src_type, packed.data(), bytes, &pos);
+    ferry::pack(ferry_test::offset_by(src.data(), src_span.origin), pair.src_count, src_type,
+                packed.data(), bytes, &pos);
     dst_want = dst_before;
     pos = 0;
-    ferry::unpack(packed.data(), bytes, &pos, dst_want.data() + dst_span.origin, pair.dst_count,
+    ferry::unpack(packed.data(), bytes, &pos,
+                  ferry_test::offset_by(dst_want.data(), dst_span.origin), pair.dst_count,
                   dst_type);
   }
   ~Case() { ferry_test::release(pair); }
@@ -102,10 +107,11 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
       Device src(c.src_span.size + 16), dst(c.dst_span.size + 16);
       CUDA_OK(cudaMemcpy(src.p + shift, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
-      ASSERT_NO_THROW(ferry::gpu::copy_async(src.p + shift + c.src_span.origin, c.pair.src_count,
-                                             c.src_type, dst.p + c.dst_span.origin,
-                                             c.pair.dst_count, c.dst_type, stream))
-          << "seed " << seed << "\n" << c.what();
+      ASSERT_NO_THROW(ferry::gpu::copy_async(
+          ferry_test::offset_by(src.p + shift, c.src_span.origin), c.pair.src_count, c.src_type,
+          ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type, stream))
+          << "seed " << seed << "\n"
+          << c.what();
       CUDA_OK(cudaStreamSynchronize(stream));
       ASSERT_TRUE(download(dst.p, c.dst_span.size) == c.dst_want)
           << "seed " << seed << " shift " << shift << "\n" << c.what() << "\nsrc "
@@ -115,12 +121,13 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
       Device src(c.src_span.size), dst(c.dst_span.size);
       CUDA_OK(cudaMemcpy(src.p, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
-      ferry::copy(src.p + c.src_span.origin, c.pair.src_count, c.src_type,
-                  dst.p + c.dst_span.origin, c.pair.dst_count, c.dst_type);
+      ferry::copy(ferry_test::offset_by(src.p, c.src_span.origin), c.pair.src_count, c.src_type,
+                  ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type);
       ASSERT_TRUE(download(dst.p, c.dst_span.size) == c.dst_want) << "ferry::copy\n" << c.what();
       std::vector<char> host = c.dst_before;
-      ferry::gpu::copy(src.p + c.src_span.origin, c.pair.src_count, c.src_type,
-                       host.data() + c.dst_span.origin, c.pair.dst_count, c.dst_type);
+      ferry::gpu::copy(ferry_test::offset_by(src.p, c.src_span.origin), c.pair.src_count,
+                       c.src_type, ferry_test::offset_by(host.data(), c.dst_span.origin),
+                       c.pair.dst_count, c.dst_type);
       ASSERT_TRUE(host == c.dst_want) << "gpu::copy into pageable memory\n" << c.what();
     }
   }
@@ -193,8 +200,8 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
     };
     auto sides = [&](int s, std::size_t j) {
       const Case& c = *cases[j];
-      char* src = arena(s, 0) + ar.src_off[j] + c.src_span.origin;
-      char* dst = arena(s, 1) + ar.dst_off[j] + c.dst_span.origin;
+      char* src = ferry_test::offset_by(arena(s, 0) + ar.src_off[j], c.src_span.origin);
+      char* dst = ferry_test::offset_by(arena(s, 1) + ar.dst_off[j], c.dst_span.origin);
       char* packed = arena(s, 2) + ar.packed_off[j];
       ferry::gpu::Side typed_src{src, c.pair.src_count, &c.src_type};
       ferry::gpu::Side typed_dst{dst, c.pair.dst_count, &c.dst_type};
@@ -244,11 +251,13 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
 struct Halo {
   static constexpr int n = 13, r = 2, e = n + 2 * r;
   std::vector<ferry::Type> src, dst;  // per direction
+  std::size_t minus_x = 0, plus_x = 0;  // the x faces' directions
   Halo() {
     for (int dz = -1; dz <= 1; ++dz)
       for (int dy = -1; dy <= 1; ++dy)
         for (int dx = -1; dx <= 1; ++dx) {
           if (!dx && !dy && !dz) continue;
+          if (!dy && !dz) (dx < 0 ? minus_x : plus_x) = src.size();
           const int d[3] = {dz, dy, dx};  // C order
           int sizes[3] = {e, e, e}, sub[3], from[3], to[3];
           for (int a = 0; a < 3; ++a) {
@@ -273,6 +282,18 @@ struct Halo {
     for (int f = 0; f < fields; ++f)
       for (std::size_t i = 0; i < src.size(); ++i)
         out.push_back({{nullptr, 1, &src[i], f, 0}, {nullptr, 1, &dst[i], f, 0}});
+    return out;
+  }
+  // The same with the x faces as one interleaved pair per field (ferry::interleave).
+  std::vector<ferry::gpu::Move> paired_moves(int fields, std::vector<ferry::Type>& keep) const {
+    keep.push_back(ferry::interleave(src[plus_x], src[minus_x]));
+    keep.push_back(ferry::interleave(dst[plus_x], dst[minus_x]));
+    std::vector<ferry::gpu::Move> out;
+    for (int f = 0; f < fields; ++f) {
+      out.push_back({{nullptr, 1, &keep[keep.size() - 2], f, 0}, {nullptr, 1, &keep.back(), f, 0}});
+      for (std::size_t i = 0; i < src.size(); ++i)
+        if (i != plus_x && i != minus_x) out.push_back({{nullptr, 1, &src[i], f, 0}, {nullptr, 1, &dst[i], f, 0}});
+    }
     return out;
   }
   // The CPU engine's exchange of one field.
@@ -359,6 +380,93 @@ TEST(GpuBatch, SharedSlotsAndGraphReplaysFollowTheTable) {
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// The periodic exchange with its x faces as interleaved pairs (a negative pair stride on the halo
+// side, both faces in one move), at both alignments of the arrays: the same arrays as the CPU
+// engine's exchange direction by direction.
+TEST(GpuBatch, PairedXFacesExchangeAsTheCpuEngine) {
+  const Halo h;
+  std::mt19937_64 rng(seed_base(47));
+  constexpr int kFields = 3;
+  std::vector<ferry::Type> keep;
+  keep.reserve(2);
+  const std::vector<ferry::gpu::Move> moves = h.paired_moves(kFields, keep);
+  for (i64 shift : {i64{0}, i64{8}}) {
+    std::vector<std::vector<char>> host(kFields);
+    std::vector<std::unique_ptr<Device>> dev;
+    std::vector<void*> slots;
+    for (int f = 0; f < kFields; ++f) {
+      host[f].resize(static_cast<std::size_t>(Halo::bytes));
+      for (auto& x : host[f]) x = static_cast<char>(rng());
+      dev.push_back(std::make_unique<Device>(Halo::bytes + 16));
+      slots.push_back(dev.back()->p + shift);
+      CUDA_OK(cudaMemcpy(slots.back(), host[f].data(), host[f].size(), cudaMemcpyHostToDevice));
+    }
+    ferry::gpu::Batch batch(moves, slots);
+    batch.launch();
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int f = 0; f < kFields; ++f) {
+      std::vector<char> want = host[f];
+      h.exchange(want);
+      ASSERT_TRUE(download(static_cast<char*>(slots[f]), Halo::bytes) == want) << "shift " << shift << ", field " << f;
+    }
+  }
+}
+
+// Random pairs of boxes (type_pairs.hpp) interleaved: copy_async of the pair, a Batch that copies
+// the pair and packs it, and pack_async / unpack_async of the pair (the single-call kernels with
+// a negative stride), each against the CPU engine over the whole buffer.
+TEST(GpuBatch, InterleavedPairsMatchTheCpuEngine) {
+  const int n = env_int("FERRY_GPU_PAIRS", 300);
+  const std::uint64_t base = seed_base(2424);
+  std::mt19937_64 rng(base);
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
+    ferry_test::BoxPair bp = ferry_test::make_box_pair(seed);
+    const ferry::Type sa = ferry::translate(bp.src[0]), sb = ferry::translate(bp.src[1]);
+    const ferry::Type da = ferry::translate(bp.dst[0]), db = ferry::translate(bp.dst[1]);
+    const ferry::Type ps = ferry::interleave(sa, sb, bp.piece), pd = ferry::interleave(da, db, bp.piece);
+    ferry_test::release(bp);
+    const std::string what = "seed " + std::to_string(seed) + "\n" + ps.describe() + pd.describe();
+    const i64 bytes = ps.size();
+    std::vector<char> src(static_cast<std::size_t>(bp.src_bytes)), dst(static_cast<std::size_t>(bp.dst_bytes));
+    for (auto& c : src) c = static_cast<char>(rng());
+    for (auto& c : dst) c = static_cast<char>(rng());
+    std::vector<char> want = dst, packed(static_cast<std::size_t>(bytes));
+    ferry::copy(src.data(), 1, ps, want.data(), 1, pd);
+    i64 pos = 0;
+    ferry::pack(src.data(), 1, ps, packed.data(), bytes, &pos);
+    for (i64 shift : {i64{0}, i64{8}, i64{4}}) {
+      Device s(bp.src_bytes + 16), d(bp.dst_bytes + 16), p(bytes + 16);
+      char* sp = s.p + shift;
+      char* dp = d.p + shift;
+      CUDA_OK(cudaMemcpy(sp, src.data(), src.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      ASSERT_NO_THROW(ferry::gpu::copy_async(sp, 1, ps, dp, 1, pd)) << what;
+      CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_TRUE(download(dp, bp.dst_bytes) == want) << "copy_async, shift " << shift << ", " << what;
+      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemset(p.p, 0x5A, static_cast<std::size_t>(bytes + 16)));
+      {
+        ferry::gpu::Batch batch({ferry::gpu::Move{{sp, 1, &ps}, {dp, 1, &pd}},
+                                 ferry::gpu::Move{{sp, 1, &ps}, {p.p + shift}}});
+        batch.launch();
+        CUDA_OK(cudaDeviceSynchronize());
+      }
+      ASSERT_TRUE(download(dp, bp.dst_bytes) == want) << "batch copy, shift " << shift << ", " << what;
+      std::vector<char> got_packed = download(p.p + shift, bytes);
+      ASSERT_TRUE(got_packed == packed) << "batch pack, shift " << shift << ", " << what;
+      CUDA_OK(cudaMemset(p.p, 0x5A, static_cast<std::size_t>(bytes + 16)));
+      ferry::gpu::pack_async(sp, 1, ps, p.p + shift);
+      CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_TRUE(download(p.p + shift, bytes) == packed) << "pack_async, shift " << shift << ", " << what;
+      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      ferry::gpu::unpack_async(p.p + shift, dp, 1, pd);
+      CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_TRUE(download(dp, bp.dst_bytes) == want) << "unpack_async, shift " << shift << ", " << what;
+    }
+  }
 }
 
 TEST(GpuBatch, BadMovesGiveTheirErrorClass) {

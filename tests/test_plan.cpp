@@ -2,6 +2,7 @@
 // every random datatype's plan, emulated word by word, must pack and unpack exactly what the CPU
 // engine does (which test_random_types holds to MPI_Pack). This is how CI checks GPU addressing
 // without a GPU.
+#include <ferry/error.hpp>
 #include <ferry/pack.hpp>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <random>
@@ -133,6 +135,21 @@ TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
   std::printf("plans: %d strided, %d general\n", strided, general);
   EXPECT_GT(general, n / 20);
   EXPECT_GT(strided, n / 20);
+}
+
+// The lean kernel keeps strides in 32 bits: a side with a stride of 2 GiB or more goes to the
+// general kernel (its arithmetic is 64-bit), one just below stays lean.
+TEST(Batch, StridesOf2GiBLeaveTheLeanKernel) {
+  for (const long long stride : {(1LL << 31) - 8, (1LL << 31) + 8, -(1LL << 31) - 8}) {
+    MPI_Datatype t;
+    MPI_Type_create_hvector(2, 1, static_cast<MPI_Aint>(stride), MPI_DOUBLE, &t);
+    MPI_Type_commit(&t);
+    const ferry::Type v = ferry::translate(t);
+    MPI_Type_free(&t);
+    const ferry::detail::HostPlan hp = ferry::detail::build_plan(v, 1);
+    EXPECT_EQ(ferry::detail::lean_fits(hp.head), stride < (1LL << 31) && stride > -(1LL << 31))
+        << "stride " << stride;
+  }
 }
 
 // The batch's chunks cover every move exactly once, in order, in pieces of at most the chunk
@@ -261,11 +278,13 @@ TEST(Batch, EmulatedMovesMatchTheCpuEngine) {
     std::vector<char> before(dst, dst + ds.size), want = before;
     std::vector<char> packed(static_cast<std::size_t>(bytes) + 16);
     i64 pos = 0;
-    ferry::pack(src + ss.origin, p.src_count, ts, packed.data(), bytes, &pos);
+    ferry::pack(ferry_test::offset_by(src, ss.origin), p.src_count, ts, packed.data(), bytes, &pos);
     pos = 0;
-    ferry::unpack(packed.data(), bytes, &pos, want.data() + ds.origin, p.dst_count, td);
+    ferry::unpack(packed.data(), bytes, &pos, ferry_test::offset_by(want.data(), ds.origin),
+                  p.dst_count, td);
     const std::string what = "seed " + std::to_string(seed) + "\n" + p.description;
-    const auto s = hs.side(src + ss.origin), d = hd.side(dst + ds.origin);
+    const auto s = hs.side(ferry_test::offset_by(src, ss.origin)),
+               d = hd.side(ferry_test::offset_by(dst, ds.origin));
     (ferry::detail::lean_fits(s.head) && ferry::detail::lean_fits(d.head) ? lean_copies : general_copies) += 1;
     check_move(s, d, bytes, dst, before, want, rng, "copy, " + what);
     // Pack into a 16-aligned buffer, and unpack from it.
@@ -287,3 +306,190 @@ TEST(Batch, EmulatedMovesMatchTheCpuEngine) {
 }
 
 }  // namespace
+
+// ferry::interleave: two boxes of one shape as one strided layout of alternating pieces. For
+// random boxes in random arrays (both orders, so the pair stride is negative half the time, and
+// pieces that cut the rows), the interleaved type must pack the alternation of the two boxes'
+// pieces, and a copy between two interleaved pairs must equal the two copies it replaces: on the
+// CPU engine and through the batch kernels' records (lean and general) emulated on the CPU.
+namespace pairs {
+
+using ferry::Type;
+
+Type take(MPI_Datatype t) {
+  MPI_Type_commit(&t);
+  Type r = ferry::translate(t);
+  MPI_Type_free(&t);
+  return r;
+}
+
+// A box of `ext` elements at `at` in an array of `dims` elements of `es` bytes (z, y, x order).
+Type box(const int dims[3], const int ext[3], const int at[3], int es) {
+  MPI_Datatype elem;
+  MPI_Type_contiguous(es, MPI_BYTE, &elem);
+  MPI_Datatype t;
+  MPI_Type_create_subarray(3, dims, ext, at, MPI_ORDER_C, elem, &t);
+  MPI_Type_free(&elem);
+  return take(t);
+}
+
+std::vector<char> packed_of(const std::vector<char>& buf, const Type& t) {
+  std::vector<char> out(static_cast<std::size_t>(t.size()));
+  i64 pos = 0;
+  ferry::pack(buf.data(), 1, t, out.data(), t.size(), &pos);
+  return out;
+}
+
+}  // namespace pairs
+
+TEST(Interleave, PairsOfBoxesCopyAsTheirTwoCopies) {
+  const int n = env_int("FERRY_PLAN_TYPES", 3000) / 10;
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 24;
+  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  std::mt19937_64 rng(base);
+  int negative = 0, cut = 0, lean = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
+    ferry_test::BoxPair bp = ferry_test::make_box_pair(seed);
+    const pairs::Type sa = ferry::translate(bp.src[0]), sb = ferry::translate(bp.src[1]);
+    const pairs::Type da = ferry::translate(bp.dst[0]), db = ferry::translate(bp.dst[1]);
+    const int piece = bp.piece;
+    const std::string what = "seed " + std::to_string(seed) + ": " + bp.description;
+    const pairs::Type ps = ferry::interleave(sa, sb, piece), pd = ferry::interleave(da, db, piece);
+    ASSERT_TRUE(ps.strided() && pd.strided()) << what;
+    ASSERT_EQ(ps.size(), 2 * sa.size()) << what;
+    negative += pd.strided()->ndims() > 1 && pd.strided()->strides[1] < 0;
+    cut += piece < sa.strided()->counts[0];
+
+    std::vector<char> src(static_cast<std::size_t>(bp.src_bytes)), dst(static_cast<std::size_t>(bp.dst_bytes));
+    for (auto& c : src) c = static_cast<char>(rng());
+    for (auto& c : dst) c = static_cast<char>(rng());
+    // Packed bytes: a's and b's pieces, alternating.
+    const std::vector<char> pa = pairs::packed_of(src, sa), pb = pairs::packed_of(src, sb);
+    std::vector<char> alternating;
+    for (std::size_t at_byte = 0; at_byte < pa.size(); at_byte += static_cast<std::size_t>(piece)) {
+      alternating.insert(alternating.end(), pa.begin() + static_cast<std::ptrdiff_t>(at_byte),
+                         pa.begin() + static_cast<std::ptrdiff_t>(at_byte) + piece);
+      alternating.insert(alternating.end(), pb.begin() + static_cast<std::ptrdiff_t>(at_byte),
+                         pb.begin() + static_cast<std::ptrdiff_t>(at_byte) + piece);
+    }
+    ASSERT_TRUE(pairs::packed_of(src, ps) == alternating) << what;
+    // The copy of the pair against the two copies.
+    std::vector<char> want = dst, got = dst;
+    ferry::copy(src.data(), 1, sa, want.data(), 1, da);
+    ferry::copy(src.data(), 1, sb, want.data(), 1, db);
+    ferry::copy(src.data(), 1, ps, got.data(), 1, pd);
+    ASSERT_TRUE(got == want) << "CPU engine, " << what;
+    HostSide hs{ferry::detail::build_plan(ps, 1)}, hd{ferry::detail::build_plan(pd, 1)};
+    lean += ferry::detail::lean_fits(hs.hp.head) && ferry::detail::lean_fits(hd.hp.head);
+    const std::vector<char> before = dst;
+    check_move(hs.side(src.data()), hd.side(dst.data()), ps.size(), dst.data(), before, want, rng, what);
+    ferry_test::release(bp);
+  }
+  std::printf("pairs: %d with a negative pair stride, %d with pieces shorter than the block, %d lean\n",
+              negative, cut, lean);
+  EXPECT_GT(negative, n / 5);
+  EXPECT_GT(cut, n / 10);
+  EXPECT_GT(lean, n / 10);
+}
+
+// The Astaroth x faces (24 B at both ends of every row of a dense 3-D array, periodic) as one
+// pair per field: the layout the halo library and bench_gpu_halo use. The pair is a strided block
+// of 3 dimensions above the 24 B piece (the lean kernel's limit), the destination's pair stride
+// negative; the same layout described with MPI (an indexed block at {+X, -X} inside the rows)
+// canonicalizes to the same block; the copy record divides once per word (kCopySame) and moves
+// both faces; a pack of both faces into two packed buffers in one allocation works through an
+// interleaved packed side.
+TEST(Interleave, PeriodicXFacesAreOneStridedPair) {
+  using namespace ferry::detail;
+  constexpr int n = 7, r = 3, e = n + 2 * r;
+  const int dims[3] = {e, e, e}, ext[3] = {n, n, r};
+  const int from_plus[3] = {r, r, r}, to_plus[3] = {r, r, n + r};
+  const int from_minus[3] = {r, r, n}, to_minus[3] = {r, r, 0};
+  const pairs::Type sp = pairs::box(dims, ext, from_plus, 8), dp = pairs::box(dims, ext, to_plus, 8);
+  const pairs::Type sm = pairs::box(dims, ext, from_minus, 8), dm = pairs::box(dims, ext, to_minus, 8);
+  const pairs::Type src = ferry::interleave(sp, sm), dst = ferry::interleave(dp, dm);
+  const i64 row = e * 8, plane = row * e;
+  ASSERT_TRUE(src.strided() && dst.strided());
+  EXPECT_EQ(*src.strided(), (ferry::StridedBlock{plane * r + row * r + r * 8, {24, 2, n, n},
+                                                  {1, (n - r) * 8, row, plane}}));
+  EXPECT_EQ(*dst.strided(), (ferry::StridedBlock{plane * r + row * r + (n + r) * 8, {24, 2, n, n},
+                                                  {1, -(n + r) * 8, row, plane}}));
+  // The same destination from MPI: 24 B at {+X halo, -X halo} of a row, rows, planes.
+  MPI_Datatype ends, rows, planes;
+  const MPI_Aint disps[2] = {(n + r) * 8, 0};
+  MPI_Type_create_hindexed_block(2, 24, disps, MPI_BYTE, &ends);
+  MPI_Type_create_hvector(n, 1, row, ends, &rows);
+  MPI_Type_create_hvector(n, 1, plane, rows, &planes);
+  MPI_Aint block_disp = plane * r + row * r;
+  MPI_Datatype placed;
+  MPI_Type_create_hindexed_block(1, 1, &block_disp, planes, &placed);
+  const pairs::Type from_mpi = pairs::take(placed);
+  MPI_Type_free(&ends);
+  MPI_Type_free(&rows);
+  MPI_Type_free(&planes);
+  ASSERT_TRUE(from_mpi.strided()) << from_mpi.describe();
+  EXPECT_EQ(*from_mpi.strided(), *dst.strided());
+
+  std::mt19937_64 rng(5);
+  std::vector<std::uint64_t> words(static_cast<std::size_t>(plane * e / 8) + 2);
+  for (auto& w : words) w = rng();
+  char* field = reinterpret_cast<char*>(words.data());  // 8-aligned: 8 B words
+  const std::vector<char> before(field, field + plane * e);
+  std::vector<char> want = before;
+  ferry::copy(want.data(), 1, sp, want.data(), 1, dp);
+  ferry::copy(want.data(), 1, sm, want.data(), 1, dm);
+  HostSide hs{build_plan(src, 1)}, hd{build_plan(dst, 1)};
+  const SidePlan s = hs.side(field), d = hd.side(field);
+  ASSERT_TRUE(lean_fits(s.head) && lean_fits(d.head));
+  const LeanMove m = make_lean(s, d, move_lw(s, d), 0, 0);
+  EXPECT_EQ(m.kind, kCopySame);
+  EXPECT_EQ(m.lw, 3);
+  emulate_lean({m}, partition({src.size()}, 4096), {field, field});
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), field)) << "lean record, in place";
+
+  // Pack both faces into one allocation: -X's buffer at 0, +X's 64 B after the first's end.
+  const i64 face = sp.size(), off_b = face + 64;
+  const pairs::Type packed = ferry::interleave(pairs::Type(ferry::make_dense(0, face), 0, face),
+                                               pairs::Type(ferry::make_dense(off_b, face), 0, face), 24);
+  ASSERT_TRUE(packed.strided());
+  EXPECT_EQ(*packed.strided(), (ferry::StridedBlock{0, {24, 2, n * n}, {1, off_b, 24}}));
+  std::copy(before.begin(), before.end(), field);
+  const pairs::Type faces = ferry::interleave(sp, sm);
+  std::vector<char> out(static_cast<std::size_t>(off_b + face), char(0x5A)), out_want = out;
+  i64 pos = 0;
+  ferry::pack(field, 1, sp, out_want.data(), face, &pos);
+  pos = 0;
+  ferry::pack(field, 1, sm, out_want.data() + off_b, face, &pos);
+  HostSide hp{build_plan(packed, 1)};
+  const std::vector<char> out_before = out;
+  check_move(hs.side(field), hp.side(out.data()), faces.size(), out.data(), out_before, out_want, rng,
+             "pack of both x faces");
+}
+
+TEST(Interleave, LayoutsThatCannotPairAreErrors) {
+  auto cls = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const ferry::Error& e) {
+      return e.mpi_error_class();
+    }
+    return MPI_SUCCESS;
+  };
+  const int dims[3] = {4, 4, 8};
+  const int e2[3] = {2, 2, 2}, e3[3] = {2, 2, 4}, e4[3] = {1, 4, 2}, at[3] = {0, 0, 0}, at2[3] = {1, 1, 3};
+  const pairs::Type a = pairs::box(dims, e2, at, 8), b = pairs::box(dims, e2, at2, 8);
+  const pairs::Type bigger = pairs::box(dims, e3, at, 8), other = pairs::box(dims, e4, at, 8);
+  MPI_Datatype idx;
+  const int lens[2] = {1, 2}, disps[2] = {0, 5};
+  MPI_Type_indexed(2, lens, disps, MPI_DOUBLE, &idx);
+  const pairs::Type irregular = pairs::take(idx);
+  EXPECT_EQ(cls([&] { ferry::interleave(a, b); }), MPI_SUCCESS);
+  EXPECT_EQ(cls([&] { ferry::interleave(a, b, 8); }), MPI_SUCCESS);
+  EXPECT_EQ(cls([&] { ferry::interleave(a, bigger); }), MPI_ERR_TYPE);   // sizes differ
+  EXPECT_EQ(cls([&] { ferry::interleave(a, other); }), MPI_ERR_TYPE);    // shapes differ
+  EXPECT_EQ(cls([&] { ferry::interleave(a, b, 12); }), MPI_ERR_TYPE);    // 12 does not divide 16
+  EXPECT_EQ(cls([&] { ferry::interleave(a, b, -8); }), MPI_ERR_ARG);
+  EXPECT_EQ(cls([&] { ferry::interleave(irregular, irregular); }), MPI_ERR_TYPE);
+}

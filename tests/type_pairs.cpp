@@ -197,4 +197,54 @@ Span span_of(MPI_Datatype type, int count) {
   return s;
 }
 
+BoxPair make_box_pair(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1)); };
+  BoxPair p;
+  const int es = std::vector<int>{1, 2, 4, 8, 12}[rng() % 5];
+  int dims[3], ext[3], at[2][3], dst_dims[3], dst_at[2][3];
+  for (int d = 0; d < 3; ++d) {
+    dims[d] = pick(1, 9);
+    ext[d] = pick(1, dims[d]);
+    for (auto& a : at) a[d] = pick(0, dims[d] - ext[d]);
+    dst_dims[d] = dims[d];
+    for (auto& a : dst_at) a[d] = at[0][d];
+  }
+  dst_dims[0] = 2 * dims[0];
+  dst_at[1][0] += dims[0];
+  if (rng() % 2) std::swap(dst_at[0], dst_at[1]);
+  MPI_Datatype elem;
+  MPI_Type_contiguous(es, MPI_BYTE, &elem);
+  for (int k = 0; k < 2; ++k) {
+    MPI_Type_create_subarray(3, dims, ext, at[k], MPI_ORDER_C, elem, &p.src[k]);
+    MPI_Type_create_subarray(3, dst_dims, ext, dst_at[k], MPI_ORDER_C, elem, &p.dst[k]);
+    p.src[k] = commit(p.src[k]);
+    p.dst[k] = commit(p.dst[k]);
+  }
+  MPI_Type_free(&elem);
+  p.src_bytes = i64{dims[0]} * dims[1] * dims[2] * es;
+  p.dst_bytes = 2 * p.src_bytes;
+  // A row spanning the array's whole x extent merges with the next into a longer block, which any
+  // divisor of the row divides too.
+  const int row = ext[2] * es;
+  std::vector<int> divisors;
+  for (int k = 1; k <= row; ++k)
+    if (row % k == 0) divisors.push_back(k);
+  p.piece = divisors[rng() % divisors.size()];
+  auto three = [](const int v[3]) {
+    return std::to_string(v[0]) + "x" + std::to_string(v[1]) + "x" + std::to_string(v[2]);
+  };
+  p.description = "boxes " + three(ext) + " of " + std::to_string(es) + " B elements in " + three(dims) +
+                  " at " + three(at[0]) + " and " + three(at[1]) + ", into " + three(dst_dims) + " at " +
+                  three(dst_at[0]) + " and " + three(dst_at[1]) + ", pieces of " + std::to_string(p.piece) + " B";
+  return p;
+}
+
+void release(BoxPair& p) {
+  for (int k = 0; k < 2; ++k) {
+    free_type(p.src[k], false);
+    free_type(p.dst[k], false);
+  }
+}
+
 }  // namespace ferry_test

@@ -33,4 +33,27 @@ struct Span {
 };
 Span span_of(MPI_Datatype type, int count);
 
+// `base + offset` for an origin that may lie far outside the buffer (a type whose data sits at a
+// huge displacement): computed as an integer, since pointer arithmetic past the object is
+// undefined.
+inline char* offset_by(char* base, std::int64_t offset) {
+  return reinterpret_cast<char*>(reinterpret_cast<std::uintptr_t>(base) +
+                                 static_cast<std::uintptr_t>(offset));
+}
+
+// Two boxes of one shape at random places in a source array (they may overlap: sources are only
+// read), two more of that shape in a destination array twice as deep (the second box in the second
+// half, so the destinations never overlap; which of the two lies lower is random, so a pair's
+// stride is negative half the time), elements of 1-12 bytes, and a piece size that divides the
+// rows: what ferry::interleave pairs (tests/test_plan.cpp, tests/test_gpu_pack_batch.cpp).
+struct BoxPair {
+  MPI_Datatype src[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};  // committed; release() frees them
+  MPI_Datatype dst[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+  std::int64_t src_bytes = 0, dst_bytes = 0;  // the arrays' sizes; the types' origin is their start
+  int piece = 0;
+  std::string description;
+};
+BoxPair make_box_pair(std::uint64_t seed);
+void release(BoxPair& pair);
+
 }  // namespace ferry_test

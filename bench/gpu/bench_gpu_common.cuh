@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -60,6 +61,24 @@ struct Timer {
   }
 };
 
+// Host time per call of f: bursts of `burst` calls, each after a synchronize, so that the launch
+// queue never fills and the host never waits for the GPU (a loop of thousands of launches
+// measures the GPU's rate of retiring them once the queue is full); the median over the bursts.
+inline double host_cost(const std::function<void()>& f, int burst = 50, int bursts = 21) {
+  for (int i = 0; i < 5; ++i) f();
+  std::vector<double> t;
+  for (int k = 0; k < bursts; ++k) {
+    CK(cudaDeviceSynchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < burst; ++i) f();
+    const auto t1 = std::chrono::steady_clock::now();
+    t.push_back(std::chrono::duration<double>(t1 - t0).count() / burst);
+  }
+  CK(cudaDeviceSynchronize());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 struct Result {
   std::string group, name, method;
   i64 bytes;      // packed bytes
@@ -72,6 +91,13 @@ inline std::vector<Result> results;
 inline void record(const std::string& group, const std::string& name, const std::string& method,
                    i64 bytes, i64 block, double s, const std::string& note = "") {
   results.push_back({group, name, method, bytes, block, s, note});
+}
+
+// The seconds of a recorded result, NaN when there is none.
+inline double get_result(const std::string& group, const std::string& name, const std::string& method) {
+  for (const Result& r : results)
+    if (r.group == group && r.name == name && r.method == method) return r.seconds;
+  return __builtin_nan("");
 }
 
 inline ferry::Type commit(MPI_Datatype t) {

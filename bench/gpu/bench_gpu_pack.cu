@@ -19,6 +19,7 @@
 // --json FILE. Writes JSON, prints a table and, last, a summary table for docs/performance.md.
 #include <cuda_runtime.h>
 #include <ferry/gpu.hpp>
+#include <ferry/pack.hpp>
 #include <ferry/type.hpp>
 #include <mpi.h>
 
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <random>
 #include <string>
@@ -65,20 +67,6 @@ __global__ void hand2d(const char* __restrict__ src, char* __restrict__ dst, i64
 }
 
 __global__ void empty_kernel() {}
-
-// The floor under any launch: host cost of launching an empty kernel.
-void hand_launch_cost(char*) {
-  for (int i = 0; i < 100; ++i) empty_kernel<<<1, 32>>>();
-  CK(cudaDeviceSynchronize());
-  const int n = 2000;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) empty_kernel<<<1, 32>>>();
-  auto t1 = std::chrono::steady_clock::now();
-  CK(cudaDeviceSynchronize());
-  double s = std::chrono::duration<double>(t1 - t0).count() / n;
-  record("overhead", "empty kernel", "host_launch_call", 0, 0, s);
-  std::printf("host cost: empty kernel launch %.2f us per call\n", s * 1e6);
-}
 
 __global__ void hand3d(const double* __restrict__ src, double* __restrict__ dst, int ex, int ey,
                        int ez, i64 sx, i64 sy) {
@@ -170,30 +158,63 @@ void sectors_of_box(SectorCount& sc, int x0, int y0, int z0, int ex, int ey, int
       sc.add((z0 + z) * Grid::plane + (y0 + y) * Grid::row + x0 * 8, ex * 8);
 }
 
-// Host-side cost of one asynchronous pack call (checks, plan lookup, kernel launch), and of the
-// pointer classification inside it.
+// Seconds per call of a loop of n back-to-back calls: the figure earlier runs reported. Once the
+// launch queue is full the loop runs at the GPU's rate of retiring launches, not the host's cost.
+double loop_cost(const std::function<void()>& f, int n = 2000) {
+  for (int i = 0; i < 100; ++i) f();
+  CK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) f();
+  const auto t1 = std::chrono::steady_clock::now();
+  CK(cudaDeviceSynchronize());
+  return std::chrono::duration<double>(t1 - t0).count() / n;
+}
+
+// Host-side cost of one asynchronous pack call against what it is made of, all in bursts that
+// never fill the launch queue (host_cost): an empty kernel's launch; a 1-job Batch's launch (the
+// same kernel work, no per-call checks or plan lookup); the two pointer queries pack_async makes
+// (memory_of of both buffers); those queries followed by the Batch launch (what pack_async cannot
+// go below while it checks its pointers); copy_async from the interior to the +X halo. The loop
+// of 2000 calls that earlier runs reported is kept beside them.
 void run_overhead(char* packed) {
   char* grid;
   CK(cudaMalloc(&grid, Grid::bytes));
   ferry::Type ty = box(Grid::r, Grid::r, Grid::r, Grid::r, Grid::n, Grid::n);
-  for (int i = 0; i < 100; ++i) ferry::gpu::pack_async(grid, 1, ty, packed);
-  CK(cudaDeviceSynchronize());
-  const int n = 2000;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) ferry::gpu::pack_async(grid, 1, ty, packed);
-  auto t1 = std::chrono::steady_clock::now();
-  CK(cudaDeviceSynchronize());
-  double call = std::chrono::duration<double>(t1 - t0).count() / n;
-  t0 = std::chrono::steady_clock::now();
+  ferry::Type halo = box(Grid::n + Grid::r, Grid::r, Grid::r, Grid::r, Grid::n, Grid::n);
+  ferry::gpu::Batch one(ferry::gpu::Direction::pack, {{grid, packed, 1, &ty}});
+  const char* first = grid + ty.data_lb(1);
   volatile int sink = 0;
-  for (int i = 0; i < 20 * n; ++i) sink = sink + static_cast<int>(ferry::gpu::memory_of(grid + i));
-  t1 = std::chrono::steady_clock::now();
-  double classify = std::chrono::duration<double>(t1 - t0).count() / (20 * n);
-  hand_launch_cost(packed);
-  record("overhead", "-X face", "host_pack_async_call", 0, 0, call);
-  record("overhead", "pointer", "host_memory_of", 0, 0, classify);
-  std::printf("host cost: pack_async %.2f us per call, memory_of %.3f us per call\n", call * 1e6,
-              classify * 1e6);
+  auto pack = [&] { ferry::gpu::pack_async(grid, 1, ty, packed); };
+  auto empty = [] { empty_kernel<<<1, 32>>>(); };
+  auto queries = [&] {
+    sink = sink + static_cast<int>(ferry::gpu::memory_of(first)) + static_cast<int>(ferry::gpu::memory_of(packed));
+  };
+  const char* face = "-X face";
+  record("overhead", face, "host_pack_async_call", 0, 0, host_cost(pack));
+  record("overhead", "empty kernel", "host_launch_call", 0, 0, host_cost(empty));
+  record("overhead", face, "host_batch_1job_launch_call", 0, 0, host_cost([&] { one.launch(); }));
+  record("overhead", face, "host_pointer_queries", 0, 0, host_cost(queries));
+  record("overhead", face, "host_queries_then_batch_launch", 0, 0, host_cost([&] {
+           queries();
+           one.launch();
+         }));
+  record("overhead", face, "host_copy_async_call", 0, 0,
+         host_cost([&] { ferry::gpu::copy_async(grid, 1, ty, grid, 1, halo); }));
+  record("overhead", face, "host_pack_async_loop_2000", 0, 0, loop_cost(pack));
+  record("overhead", "empty kernel", "host_launch_loop_2000", 0, 0, loop_cost(empty));
+  const int n = 40000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) sink = sink + static_cast<int>(ferry::gpu::memory_of(grid + i));
+  const auto t1 = std::chrono::steady_clock::now();
+  record("overhead", "pointer", "host_memory_of", 0, 0, std::chrono::duration<double>(t1 - t0).count() / n);
+  std::printf("host cost per call: pack_async %.2f us (loop of 2000: %.2f), empty launch %.2f us (loop: %.2f), "
+              "Batch of 1 job %.2f us, its 2 pointer queries %.2f us\n",
+              1e6 * get_result("overhead", face, "host_pack_async_call"),
+              1e6 * get_result("overhead", face, "host_pack_async_loop_2000"),
+              1e6 * get_result("overhead", "empty kernel", "host_launch_call"),
+              1e6 * get_result("overhead", "empty kernel", "host_launch_loop_2000"),
+              1e6 * get_result("overhead", face, "host_batch_1job_launch_call"),
+              1e6 * get_result("overhead", face, "host_pointer_queries"));
   CK(cudaFree(grid));
 }
 
@@ -281,40 +302,122 @@ std::vector<Box> halo_boxes() {
   return out;
 }
 
+__global__ void fill_bytes(std::uint64_t* p, i64 words, std::uint64_t salt) {
+  for (i64 i = blockIdx.x * i64{blockDim.x} + threadIdx.x; i < words; i += i64{gridDim.x} * blockDim.x)
+    p[i] = (static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ULL) ^ salt;
+}
+
+__global__ void count_diff_words(const std::uint64_t* a, const std::uint64_t* b, i64 words,
+                                 unsigned long long* out) {
+  unsigned long long k = 0;
+  for (i64 i = blockIdx.x * i64{blockDim.x} + threadIdx.x; i < words; i += i64{gridDim.x} * blockDim.x)
+    k += a[i] != b[i];
+  if (k) atomicAdd(out, k);
+}
+
+// Words of `bytes` (a multiple of 8) at a and b that differ.
+unsigned long long differing(const char* a, const char* b, i64 bytes) {
+  unsigned long long* d;
+  CK(cudaMalloc(&d, sizeof *d));
+  CK(cudaMemset(d, 0, sizeof *d));
+  count_diff_words<<<1024, 256>>>(reinterpret_cast<const std::uint64_t*>(a),
+                                  reinterpret_cast<const std::uint64_t*>(b), bytes / 8, d);
+  unsigned long long n = 0;
+  CK(cudaMemcpy(&n, d, sizeof n, cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  return n;
+}
+
 void run_batch(Timer& tm) {
   const int quantities = 8;
-  std::vector<char*> grids(quantities);
-  for (auto& g : grids) {
-    CK(cudaMalloc(&g, Grid::bytes));
-    CK(cudaMemset(g, 3, Grid::bytes));
+  std::vector<char*> grids(quantities), saved(quantities);
+  for (int q = 0; q < quantities; ++q) {
+    CK(cudaMalloc(&grids[static_cast<std::size_t>(q)], Grid::bytes));
+    CK(cudaMalloc(&saved[static_cast<std::size_t>(q)], Grid::bytes));
   }
+  auto fill_grids = [&] {
+    for (int q = 0; q < quantities; ++q)
+      fill_bytes<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(grids[static_cast<std::size_t>(q)]), Grid::bytes / 8, q);
+  };
+  fill_grids();
   std::vector<Box> boxes = halo_boxes();
   std::vector<ferry::Type> types;
   for (const Box& b : boxes) types.push_back(box(b.x0, b.y0, b.z0, b.ex, b.ey, b.ez));
   i64 total = 0;
   for (const ferry::Type& t : types) total += t.size() * quantities;
-  char* packed;
-  CK(cudaMalloc(&packed, total + 16 * types.size() * quantities));
+  const i64 packed_bytes = total + 16 * static_cast<i64>(types.size()) * quantities;
+  char *packed, *packed_ref;
+  CK(cudaMalloc(&packed, packed_bytes));
+  CK(cudaMalloc(&packed_ref, packed_bytes));
   // Jobs by class too, to see where the time goes: x faces (24 B rows), y/z faces (2 KiB rows),
-  // edges and corners (small).
+  // edges and corners (small). Beside them, the same packs and unpacks with each quantity's -X and
+  // +X faces as one interleaved pair (ferry::interleave), the two packed regions an interleaved
+  // layout of the packed allocation (slot 0).
   std::vector<ferry::gpu::Job> jobs, by_class[3];
+  std::vector<ferry::gpu::Move> pack_pairs, unpack_pairs, x_pairs, x_pairs_unpack;
+  std::deque<ferry::Type> pair_types;
   SectorCount sc, class_sc[3];
   i64 class_bytes[3] = {0, 0, 0};
   i64 at = 0;
-  for (int q = 0; q < quantities; ++q)
+  for (int q = 0; q < quantities; ++q) {
+    char* g = grids[static_cast<std::size_t>(q)];
+    const ferry::Type* face[2] = {nullptr, nullptr};  // -X, +X
+    i64 face_at[2] = {0, 0};
     for (std::size_t i = 0; i < types.size(); ++i) {
       const Box& b = boxes[i];
-      const ferry::gpu::Job job{grids[static_cast<std::size_t>(q)], packed + at, 1, &types[i]};
+      const ferry::gpu::Job job{g, packed + at, 1, &types[i]};
       jobs.push_back(job);
-      at += (types[i].size() + 15) / 16 * 16;
       sectors_of_box(sc, b.x0, b.y0, b.z0, b.ex, b.ey, b.ez);
       const int thin = (b.ex == Grid::r) + (b.ey == Grid::r) + (b.ez == Grid::r);
       const int k = thin > 1 ? 2 : b.ex == Grid::r ? 0 : 1;
       by_class[k].push_back(job);
       sectors_of_box(class_sc[k], b.x0, b.y0, b.z0, b.ex, b.ey, b.ez);
       class_bytes[k] += types[i].size();
+      if (k == 0) {
+        face[b.x0 == Grid::r ? 0 : 1] = &types[i];
+        face_at[b.x0 == Grid::r ? 0 : 1] = at;
+      } else {
+        pack_pairs.push_back({{g, 1, &types[i]}, {nullptr, 0, nullptr, 0, at}});
+        unpack_pairs.push_back({{nullptr, 0, nullptr, 0, at}, {g, 1, &types[i]}});
+      }
+      at += (types[i].size() + 15) / 16 * 16;
     }
+    const i64 n = face[0]->size();
+    const ferry::Type& faces = pair_types.emplace_back(ferry::interleave(*face[0], *face[1]));
+    const ferry::Type& regions = pair_types.emplace_back(ferry::interleave(
+        ferry::Type(ferry::make_dense(face_at[0], n), 0, n), ferry::Type(ferry::make_dense(face_at[1], n), 0, n), 24));
+    const ferry::gpu::Move pk{{g, 1, &faces}, {nullptr, 1, &regions, 0, 0}};
+    const ferry::gpu::Move up{{nullptr, 1, &regions, 0, 0}, {g, 1, &faces}};
+    pack_pairs.push_back(pk);
+    unpack_pairs.push_back(up);
+    x_pairs.push_back(pk);
+    x_pairs_unpack.push_back(up);
+  }
+  const std::vector<void*> slots{packed};
   ferry::gpu::Batch batch(ferry::gpu::Direction::pack, jobs);
+  ferry::gpu::Batch unbatch(ferry::gpu::Direction::unpack, jobs);
+  ferry::gpu::Batch batch_pairs(pack_pairs, slots), unbatch_pairs(unpack_pairs, slots);
+
+  // The pairs must pack the same bytes, and unpack the same grids, as the jobs one by one.
+  batch.launch();
+  CK(cudaMemcpy(packed_ref, packed, packed_bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaMemset(packed, 0, packed_bytes));
+  batch_pairs.launch();
+  const unsigned long long pack_diff = differing(packed, packed_ref, packed_bytes);
+  for (auto& g : grids) CK(cudaMemset(g, 0, Grid::bytes));
+  unbatch.launch();
+  for (int q = 0; q < quantities; ++q)
+    CK(cudaMemcpy(saved[static_cast<std::size_t>(q)], grids[static_cast<std::size_t>(q)], Grid::bytes, cudaMemcpyDeviceToDevice));
+  for (auto& g : grids) CK(cudaMemset(g, 0, Grid::bytes));
+  unbatch_pairs.launch();
+  unsigned long long unpack_diff = 0;
+  for (int q = 0; q < quantities; ++q)
+    unpack_diff += differing(grids[static_cast<std::size_t>(q)], saved[static_cast<std::size_t>(q)], Grid::bytes);
+  std::printf("pack batch with x pairs: %s (%llu words differ); unpack: %s (%llu words differ)\n",
+              pack_diff ? "DIFFERS" : "the same packed bytes", pack_diff,
+              unpack_diff ? "DIFFERS" : "the same grids", unpack_diff);
+  fill_grids();
+
   const std::string name = std::to_string(jobs.size()) + " jobs";
   record("batch", name, "ferry_batch", total, 0, tm.median([&] { batch.launch(); }, 50));
   record("batch", name, "ferry_batch_device_only", total, 0,
@@ -322,19 +425,39 @@ void run_batch(Timer& tm) {
   record("batch", name, "ferry_separate_launches", total, 0, tm.median([&] {
            for (const auto& j : jobs) ferry::gpu::pack_async(j.origin, 1, *j.type, j.packed);
          }, 20));
-  ferry::gpu::Batch unbatch(ferry::gpu::Direction::unpack, jobs);
   record("batch", name, "ferry_batch_unpack", total, 0, tm.median([&] { unbatch.launch(); }, 50));
+  record("batch", name, "ferry_batch_unpack_device_only", total, 0,
+         tm.device_median([&] { unbatch.launch(); }, 50));
+  record("batch", name, "ferry_batch_x_pairs", total, 0, tm.median([&] { batch_pairs.launch(); }, 50));
+  record("batch", name, "ferry_batch_x_pairs_device_only", total, 0,
+         tm.device_median([&] { batch_pairs.launch(); }, 50));
+  record("batch", name, "ferry_batch_unpack_x_pairs", total, 0,
+         tm.median([&] { unbatch_pairs.launch(); }, 50));
+  record("batch", name, "ferry_batch_unpack_x_pairs_device_only", total, 0,
+         tm.device_median([&] { unbatch_pairs.launch(); }, 50));
   record("batch", name, "roofline", total, 0, roofline(sc.sectors, total));
   const char* class_name[3] = {"x faces", "y/z faces", "edges+corners"};
   for (int k = 0; k < 3; ++k) {
     ferry::gpu::Batch part(ferry::gpu::Direction::pack, by_class[k]);
+    ferry::gpu::Batch unpart(ferry::gpu::Direction::unpack, by_class[k]);
     record("batch", class_name[k], "ferry_batch_device_only", class_bytes[k], 0,
            tm.device_median([&] { part.launch(); }, 50));
+    record("batch", class_name[k], "ferry_batch_unpack_device_only", class_bytes[k], 0,
+           tm.device_median([&] { unpart.launch(); }, 50));
     record("batch", class_name[k], "roofline", class_bytes[k], 0,
            roofline(class_sc[k].sectors, class_bytes[k]));
   }
-  for (auto& g : grids) CK(cudaFree(g));
+  ferry::gpu::Batch part(x_pairs, slots), unpart(x_pairs_unpack, slots);
+  record("batch", "x faces", "ferry_batch_x_pairs_device_only", class_bytes[0], 0,
+         tm.device_median([&] { part.launch(); }, 50));
+  record("batch", "x faces", "ferry_batch_unpack_x_pairs_device_only", class_bytes[0], 0,
+         tm.device_median([&] { unpart.launch(); }, 50));
+  for (int q = 0; q < quantities; ++q) {
+    CK(cudaFree(grids[static_cast<std::size_t>(q)]));
+    CK(cudaFree(saved[static_cast<std::size_t>(q)]));
+  }
   CK(cudaFree(packed));
+  CK(cudaFree(packed_ref));
 }
 
 void run_indexed(Timer& tm, char* mem, char* packed) {

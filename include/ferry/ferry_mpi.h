@@ -23,6 +23,17 @@ long ferry_mpi_pipelined_sent(void);
  * the sender's layout into the receiver's, no staging). */
 long ferry_mpi_local_sent(void);
 
+/* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
+ * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).
+ * Always 0 under MPICH: its Fortran bindings call the C MPI_* functions, which Ferry interposes. */
+long ferry_mpi_fortran_calls(void);
+
+/* The datatype constructs the system MPI packs against the standard's typemap, as Ferry's probe
+ * at MPI_Init found them, comma-separated ("" when none, and before MPI_Init). Open MPI 4.1:
+ * "(h)vector stride of -1 byte". Host buffers of committed types that use such a construct go
+ * through Ferry's engine (README: "The standard's typemap"). The string is static. */
+const char* ferry_mpi_wrong_typemaps(void);
+
 /* Where world rank `peer` receives, seen from data on CUDA device `device`, as the model's
  * locality: "same_gpu", "other_gpu" (also while its GPU is not known yet) or "other_node"; NULL
  * when Ferry's IPC is off or there is no such rank. The string is static. */

@@ -160,6 +160,10 @@ struct Move {
 // is refused (MPI_ERR_ARG), since the captured upload would re-apply today's pointers at every
 // replay: upload before capturing, and before each replay that should see new pointers.
 //
+// Small blocks (the 24 B rows of a halo's x faces) move faster two directions at a time: describe
+// each +X direction and its -X mirror as one move whose sides are ferry::interleave pairs
+// (pack.hpp), so that a row's two ends are read and written by the same warp instruction.
+//
 // Ordering between moves is not defined: moves whose destinations overlap, or whose destination
 // another move reads, give undefined results. A Batch belongs to the device current when it is
 // built; it is not thread-safe (one thread at a time changes and launches it).

@@ -47,4 +47,29 @@ void unpack(const void* inbuf, i64 insize, i64* position, void* outbuf, i64 coun
 // through a temporary packed buffer otherwise.
 void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount, const Type& dtype);
 
+// Two layouts of one shape at two places as ONE layout whose pieces alternate: the first `piece`
+// bytes of a, then the first `piece` bytes of b, then a's next `piece` bytes, and so on. The result
+// is a strided type with one more dimension, of count 2 and stride b's start minus a's (negative
+// when b lies below a), just above the piece.
+//
+// What it is for: moving many small blocks of two directions at once. A periodic halo's x faces
+// are 24 B at both ends of every row; the interior end of one direction shares 32 B sectors with
+// the halo end of the other. The copy
+//   copy(interleave(src_plus, src_minus), interleave(dst_plus, dst_minus))
+// moves src_plus into dst_plus and src_minus into dst_minus (both sides alternate at the same
+// packed bytes), and the GPU engine moves a row's two ends, and the next row's, in the same warp
+// instruction: the partial halo writes meet the reads of their sectors in L2 instead of each
+// costing a DRAM read-modify-write. Packing or unpacking two faces at once works the same way
+// with the packed side interleaved too: for two packed buffers `off_b - off_a` bytes apart in one
+// allocation, interleave(Type(make_dense(off_a, n), 0, n), Type(make_dense(off_b, n), 0, n), 24)
+// is the packed side of 24 B pieces.
+//
+// piece: bytes per turn; 0 means a's innermost contiguous block. It must divide the innermost
+// block of both a and b; cut into pieces of that size, a and b must have the same dimensions
+// (counts and strides), differing only in where they start. The result's lower bound and extent
+// are a's, so a count > 1 repeats the pair at a's extent. Errors: a or b not strided, sizes or
+// shapes that differ, a piece that does not divide the blocks -> Error(MPI_ERR_TYPE); negative
+// piece -> MPI_ERR_ARG. Cost: a few small allocations (the type's tree), no data touched.
+Type interleave(const Type& a, const Type& b, i64 piece = 0);
+
 }  // namespace ferry

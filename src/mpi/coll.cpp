@@ -40,18 +40,6 @@ std::vector<Run> Blocks::runs(const std::shared_ptr<const Type>& t) const {
   return runs;
 }
 
-int comm_size(MPI_Comm comm) {
-  int n = 0;
-  PMPI_Comm_size(comm, &n);
-  return n;
-}
-
-int comm_rank(MPI_Comm comm) {
-  int r = 0;
-  PMPI_Comm_rank(comm, &r);
-  return r;
-}
-
 namespace {
 
 bool is_inter(MPI_Comm comm) {

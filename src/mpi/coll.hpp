@@ -210,8 +210,8 @@ struct Degrees {
 };
 Degrees everyone(MPI_Comm comm);   // the group, or the remote group of an intercommunicator
 Degrees neighbors(MPI_Comm comm);  // the neighbours of a process topology
-int comm_rank(MPI_Comm comm);
-int comm_size(MPI_Comm comm);
+using mpi_detail::comm_rank;
+using mpi_detail::comm_size;
 
 // MPI_Comm_free: Ferry's barrier communicator of `comm` goes too.
 void forget(MPI_Comm comm);

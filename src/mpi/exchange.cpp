@@ -7,6 +7,7 @@
 
 #include "mpi/early.hpp"
 #include "mpi/p2p.hpp"
+#include "mpi/typemap.hpp"
 
 namespace ferry::mpi_detail {
 namespace {
@@ -41,7 +42,8 @@ bool plain_route(const void* buf, int count, MPI_Datatype type) {
   return guard(comm, [&] {
     // A message a probe took early must reach the receive half (MPI no longer has it).
     const i64 capacity = static_cast<i64>(recvcount) * type_size(recvtype);
-    const bool plain = !early::any() && plain_route(sendbuf, sendcount, sendtype) &&
+    const bool plain = !early::any() && !typemap::marked(sendtype) && !typemap::marked(recvtype) &&  // issue 14
+                       plain_route(sendbuf, sendcount, sendtype) &&
                        plain_route(recvbuf, recvcount, recvtype) && !requests().polling() &&
                        !transport::may_get_stub(capacity, false, source, comm, false);
     if (plain)
@@ -63,7 +65,7 @@ bool plain_route(const void* buf, int count, MPI_Datatype type) {
     const bool dev = r.device() && r.method != transport::Method::passthrough;
     const i64 capacity = r.type ? r.bytes : static_cast<i64>(count) * type_size(type);
     const bool may = transport::may_get_stub(capacity, dev, source, comm, true);
-    if (!dev && !may && !requests().polling() && !early::any())
+    if (!dev && !may && !requests().polling() && !early::any() && !typemap::marked(type))  // issue 14
       return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
     std::unique_ptr<Staged> staged;
     std::vector<char> packed;
@@ -81,7 +83,7 @@ bool plain_route(const void* buf, int count, MPI_Datatype type) {
       int rc = PMPI_Pack_size(count, type, comm, &size);
       if (rc != MPI_SUCCESS) return rc;
       packed.resize(static_cast<std::size_t>(std::max(size, 1)));
-      rc = PMPI_Pack(buf, count, type, packed.data(), size, &scount, comm);
+      rc = MPI_Pack(buf, count, type, packed.data(), size, &scount, comm);  // issue 14: Ferry's for marked types
       if (rc != MPI_SUCCESS) return rc;
       sbuf = packed.data();
       stype = MPI_PACKED;

@@ -23,6 +23,9 @@ extern bool gpu;          // the GPU engine is available: buffers need a pointer
 extern bool stubs_on;     // the stub protocol is on: receives may get stubs
 extern bool host_sends;   // FERRY_PROTOCOL_TEST: host sends take the protocol path
 extern bool threads;      // the MPI provides MPI_THREAD_MULTIPLE
+// The MPI packs some constructs against the standard (typemap.hpp, issue 14): derived types may
+// need Ferry's engine on host buffers too, so they take the full path even without a GPU.
+extern bool typemaps;
 // Receives that may hold a stub and are not finished, requests freed while active, messages taken
 // early by probes: while any exist, calls serve them and look for them.
 extern std::atomic<int> stubs, detached, early;
@@ -61,7 +64,7 @@ inline bool host_buffer(const void* buf, int count, int size) {
 // A send needs nothing of Ferry.
 inline bool plain_send(const void* buf, int count, MPI_Datatype type) {
   if (!quiet() || host_sends) return false;
-  if (!gpu) return true;
+  if (!gpu && !typemaps) return true;
   const int size = named_size(type);
   return size >= 0 && host_buffer(buf, count, size);
 }
@@ -69,7 +72,7 @@ inline bool plain_send(const void* buf, int count, MPI_Datatype type) {
 // protocol is off or the buffer is smaller than `min_stub_capacity` (transport::may_get_stub).
 inline bool plain_recv(const void* buf, int count, MPI_Datatype type, i64 min_stub_capacity) {
   if (!quiet()) return false;
-  if (!gpu && !stubs_on) return true;
+  if (!gpu && !stubs_on && !typemaps) return true;
   const int size = named_size(type);
   if (size < 0 || (stubs_on && count > 0 && static_cast<i64>(count) * size >= min_stub_capacity)) return false;
   return host_buffer(buf, count, size);
@@ -95,5 +98,16 @@ inline bool plain_collective() { return quiet() && !gpu; }
 bool verbose();
 // MPI_Type_size, without a call into MPI for the named types.
 int type_size(MPI_Datatype type);
+// This process's rank in `comm`, and its size (PMPI; an intercommunicator's local group).
+inline int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  PMPI_Comm_rank(comm, &r);
+  return r;
+}
+inline int comm_size(MPI_Comm comm) {
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  return n;
+}
 
 }  // namespace ferry::mpi_detail

@@ -15,6 +15,7 @@
 #include "mpi/coll.hpp"
 #include "mpi/persistent.hpp"
 #include "mpi/requests.hpp"
+#include "mpi/typemap.hpp"
 #include "sys/env.hpp"
 
 using namespace ferry::mpi_detail;
@@ -97,6 +98,7 @@ int MPI_Init(int* argc, char*** argv) {
   const int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) {
     start_transport();
+    typemap::probe();  // issue 14 hook
     say_initialized("MPI_Init");
   }
   return rc;
@@ -106,6 +108,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) {
     start_transport();
+    typemap::probe();  // issue 14 hook
     say_initialized(*provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_Init_thread");
   }
   return rc;
@@ -136,6 +139,7 @@ int MPI_Type_commit(MPI_Datatype* type) {
   if (rc != MPI_SUCCESS) return rc;
   try {
     ferry::commit(*type);
+    typemap::classify(*type);  // issue 14 hook
   } catch (const std::exception& e) {
     // The system MPI still handles the type on host buffers; GPU buffers with it will be refused.
     if (verbose()) std::fprintf(stderr, "ferry-mpi: type not translated: %s\n", e.what());
@@ -145,6 +149,7 @@ int MPI_Type_commit(MPI_Datatype* type) {
 
 int MPI_Type_free(MPI_Datatype* type) {
   if (type && *type != MPI_DATATYPE_NULL) {
+    typemap::forget(*type);  // issue 14 hook
     try {
       ferry::release(*type);
     } catch (const std::exception&) {  // never committed through Ferry: nothing cached

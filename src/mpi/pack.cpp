@@ -12,6 +12,7 @@
 #include "gpu/runtime.hpp"
 #include "mpi/boundary.hpp"
 #include "mpi/requests.hpp"
+#include "mpi/typemap.hpp"
 
 namespace ferry::mpi_detail {
 namespace {
@@ -47,13 +48,17 @@ void check_user(const transport::Route& r, const char* what) {
     const ferry::gpu::Memory out = outbuf && position && *position >= 0
                                        ? ferry::gpu::where(static_cast<char*>(outbuf) + *position).kind
                                        : ferry::gpu::Memory::host;
-    if (!r.type || r.method == transport::Method::passthrough || (!r.device() && !gpu_memory(out)))
+    const bool marked = !r.device() && !gpu_memory(out) && typemap::marked(type);  // issue 14
+    if (!r.type || r.method == transport::Method::passthrough || (!r.device() && !gpu_memory(out) && !marked))
       return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
     check_user(r, "input");
     check_window(outbuf, outsize, position, r.bytes, "output");
     char* dst = static_cast<char*>(outbuf) + *position;
     if (r.bytes > 0) {
-      if (!r.device()) {  // host data into GPU memory: the CPU engine, then one copy
+      if (marked) {  // host to host: the CPU engine, which follows the standard
+        i64 pos = 0;
+        ferry::pack(inbuf, incount, *r.type, dst, r.bytes, &pos);
+      } else if (!r.device()) {  // host data into GPU memory: the CPU engine, then one copy
         Staged host(r.bytes);
         i64 pos = 0;
         ferry::pack(inbuf, incount, *r.type, host.p, r.bytes, &pos);
@@ -79,13 +84,17 @@ void check_user(const transport::Route& r, const char* what) {
     const ferry::gpu::Memory in = inbuf && position && *position >= 0
                                       ? ferry::gpu::where(static_cast<const char*>(inbuf) + *position).kind
                                       : ferry::gpu::Memory::host;
-    if (!r.type || r.method == transport::Method::passthrough || (!r.device() && !gpu_memory(in)))
+    const bool marked = !r.device() && !gpu_memory(in) && typemap::marked(type);  // issue 14
+    if (!r.type || r.method == transport::Method::passthrough || (!r.device() && !gpu_memory(in) && !marked))
       return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
     check_user(r, "output");
     check_window(inbuf, insize, position, r.bytes, "input");
     const char* src = static_cast<const char*>(inbuf) + *position;
     if (r.bytes > 0) {
-      if (!r.device()) {  // GPU bytes into host data: one copy, then the CPU engine
+      if (marked) {  // host to host: the CPU engine
+        i64 pos = 0;
+        ferry::unpack(src, r.bytes, &pos, outbuf, outcount, *r.type);
+      } else if (!r.device()) {  // GPU bytes into host data: one copy, then the CPU engine
         Staged host(r.bytes);
         ferry::gpu::copy(host.p, src, r.bytes);
         i64 pos = 0;
@@ -114,13 +123,13 @@ extern "C" {
 
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize, int* position,
              MPI_Comm comm) {
-  if (!hot::gpu) return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  if (!hot::gpu && !hot::typemaps) return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
   return pack(inbuf, incount, type, outbuf, outsize, position, comm);
 }
 
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype type,
                MPI_Comm comm) {
-  if (!hot::gpu) return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  if (!hot::gpu && !hot::typemaps) return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
   return unpack(inbuf, insize, position, outbuf, outcount, type, comm);
 }
 

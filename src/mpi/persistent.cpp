@@ -8,6 +8,7 @@
 #include "mpi/early.hpp"
 #include "mpi/p2p.hpp"
 #include "mpi/requests.hpp"
+#include "mpi/typemap.hpp"
 
 namespace ferry::mpi_detail::persistent {
 namespace {
@@ -229,7 +230,7 @@ struct RecvInitArgs {
                                 MPI_Request* request) noexcept {
   return guard(comm, [&] {
     transport::Route r = transport::route(buf, count, type);
-    if (!transport::protocol_on() && !r.device()) {
+    if (!transport::protocol_on() && !r.device() && !typemap::marked(type)) {  // issue 14 hook
       const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
       if (rc == MPI_SUCCESS) persistent::forget(*request);
       return rc;

@@ -7,6 +7,7 @@
 
 #include "mpi/early.hpp"
 #include "mpi/p2p.hpp"
+#include "mpi/typemap.hpp"
 
 namespace ferry::mpi_detail::p2p {
 
@@ -64,6 +65,10 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
     transport::Route r = transport::route(buf, count, type);
     if (r.method == transport::Method::passthrough || source == MPI_PROC_NULL)
       return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    if (!r.device() && typemap::marked(type))  // issue 14
+      return typemap::recv(buf, count, type, st, [&](void* b, int n, MPI_Status* s) {
+        return recv(b, n, MPI_BYTE, source, tag, comm, s);
+      });
     const bool may = r.type && transport::may_get_stub(capacity(r, count, type), r.device(), source, comm, true);
     if (!r.device()) {
       if (!may && !requests().polling()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
@@ -84,6 +89,9 @@ int post_receive(void* buf, int count, MPI_Datatype type, int source, MPI_Comm c
   if (r.method == transport::Method::passthrough || source == MPI_PROC_NULL)
     return post(buf, count, type, ctx);  // nothing arrives from MPI_PROC_NULL
   const bool may = r.type && transport::may_get_stub(capacity(r, count, type), r.device(), source, comm, false);
+  if (!r.device() && typemap::marked(type))  // issue 14
+    return typemap::irecv(buf, count, type, persistent, may, may ? transport::ranks_of(comm) : transport::Ranks{},
+                          request, [&](void* b, int n) { return post(b, n, MPI_BYTE, ctx); });
   Pending p;
   p.recv = true;
   p.to = transport::target(r);
@@ -149,6 +157,16 @@ namespace {
     if (r.method == transport::Method::passthrough) return PMPI_Mrecv(buf, count, type, message, status);
     const bool may = comm != MPI_COMM_NULL && r.type &&
                      transport::may_get_stub(capacity(r, count, type), r.device(), MPI_ANY_SOURCE, comm, true);
+    if (!r.device() && typemap::marked(type))  // issue 14
+      return typemap::recv(buf, count, type, st, [&](void* b, int n, MPI_Status* s) {
+        const int e = PMPI_Mrecv(b, n, MPI_BYTE, message, s);
+        if (!may) return e;
+        transport::Target bytes;
+        bytes.buf = b;
+        bytes.count = n;
+        bytes.type = ferry::lookup(MPI_BYTE);
+        return host_arrived(e, bytes, comm, s);
+      });
     if (!r.device()) {
       rc = PMPI_Mrecv(buf, count, type, message, st);
       return may ? host_arrived(rc, transport::target(r), comm, st) : rc;
@@ -178,7 +196,7 @@ struct ImrecvArgs {
     }
     const MPI_Comm comm = message ? early::take_message(*message) : MPI_COMM_NULL;
     if (comm != MPI_COMM_NULL) from = comm;
-    if (comm == MPI_COMM_NULL && !transport::route(buf, count, type).device())
+    if (comm == MPI_COMM_NULL && !transport::route(buf, count, type).device() && !typemap::marked(type))
       return PMPI_Imrecv(buf, count, type, message, request);  // a message Ferry's probes never saw
     ImrecvArgs a{message, request};
     return post_receive(buf, count, type, MPI_ANY_SOURCE, comm == MPI_COMM_NULL ? MPI_COMM_SELF : comm,

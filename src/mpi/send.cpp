@@ -3,6 +3,7 @@
 // says: a stub method of the transport (local, ipc, pipelined), or staged (packed into pinned
 // memory, moved by the MPI as MPI_BYTE on the application's communicator and tag).
 #include "mpi/p2p.hpp"
+#include "mpi/typemap.hpp"
 
 #include <climits>
 
@@ -59,6 +60,8 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
          MPI_Comm comm) noexcept {
   return guard(comm, [&] {
     transport::Route r = transport::route(buf, count, type);
+    if (!r.device() && typemap::marked(type))  // issue 14: the MPI packs this type against the standard
+      return typemap::send(buf, count, type, [&](const void* b, int n) { return send(k, b, n, MPI_BYTE, dest, tag, comm); });
     if (mpi_moves(r, dest)) return send_bytes(k, buf, count, type, dest, tag, comm);
     transport::choose(r, transport::world_rank(comm, dest), allow(k, true));
     if (r.method != transport::Method::staged && r.method != transport::Method::host) {
@@ -84,6 +87,10 @@ int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int 
   return guard(comm, [&] {
     serve();
     transport::Route r = transport::route(buf, count, type);
+    if (!r.device() && typemap::marked(type))  // issue 14
+      return typemap::isend(buf, count, type, request, [&](const void* b, int n) {
+        return k.nonblocking(b, n, MPI_BYTE, dest, tag, comm, request);
+      });
     if (mpi_moves(r, dest)) return k.nonblocking(buf, count, type, dest, tag, comm, request);
     transport::choose(r, transport::world_rank(comm, dest), allow(k, false));
     if (r.method != transport::Method::staged && r.method != transport::Method::host) {

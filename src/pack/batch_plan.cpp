@@ -1,6 +1,7 @@
 #include "pack/batch_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -10,10 +11,11 @@ namespace {
 
 constexpr std::int64_t round16(std::int64_t n) { return (n + 15) / 16 * 16; }
 
-bool same_shape(const Shape3& a, const Shape3& b) {
+// The same block and counts (strides may differ): one index computation serves both sides.
+bool same_counts(const Shape3& a, const Shape3& b) {
   if (a.nd != b.nd || a.words != b.words) return false;
   for (int d = 0; d < a.nd; ++d)
-    if (a.count[d] != b.count[d] || a.stride[d] != b.stride[d]) return false;
+    if (a.count[d] != b.count[d]) return false;
   return true;
 }
 
@@ -33,7 +35,11 @@ int move_lw(const SidePlan& src, const SidePlan& dst) {
 }
 
 bool lean_fits(const PlanHead& hp) {
-  return hp.plan.npieces == 0 && hp.plan.shape.nd <= 3 && !hp.wide;
+  const Shape& sh = hp.plan.shape;
+  if (hp.plan.npieces != 0 || sh.nd > 3 || hp.wide) return false;
+  for (int d = 0; d < sh.nd; ++d)
+    if (sh.stride[d] > INT32_MAX || sh.stride[d] < -INT32_MAX) return false;
+  return true;
 }
 
 Shape3 make_shape3(const PlanHead& hp, int lw) {
@@ -45,7 +51,7 @@ Shape3 make_shape3(const PlanHead& hp, int lw) {
   s.fwords = sh.fwords[lw];
   for (int d = 0; d < sh.nd && d < 3; ++d) {
     s.count[d] = static_cast<std::uint32_t>(sh.count[d]);
-    s.stride[d] = sh.stride[d];
+    s.stride[d] = static_cast<std::int32_t>(sh.stride[d]);
     if (d < 2) s.fcount[d] = sh.fcount[d];
   }
   return s;
@@ -76,7 +82,7 @@ LeanMove make_lean(const SidePlan& src, const SidePlan& dst, int lw, std::int64_
   } else {
     m.a = make_shape3(src.head, lw);
     m.b = make_shape3(dst.head, lw);
-    m.kind = same_shape(m.a, m.b) ? kCopySame : kCopyTwo;
+    m.kind = same_counts(m.a, m.b) ? kCopySame : kCopyTwo;
   }
   return m;
 }

@@ -28,15 +28,16 @@ struct SidePlan {
 // alignment of each side's first byte.
 int move_lw(const SidePlan& src, const SidePlan& dst);
 
-// The side fits the lean kernel: strided, at most 3 dimensions, fewer than 2^31 bytes.
+// The side fits the lean kernel: strided, at most 3 dimensions, fewer than 2^31 bytes, strides
+// below 2^31 bytes.
 bool lean_fits(const PlanHead& hp);
 
 // The lean shape of a plan at word size lw (lean_fits(hp) must hold).
 Shape3 make_shape3(const PlanHead& hp, int lw);
 
 // The kernel records of a move of `bytes` packed bytes at word size lw. A copy whose source or
-// destination is one contiguous run becomes an unpack or a pack of that run; a copy between equal
-// shapes computes one offset per word.
+// destination is one contiguous run becomes an unpack or a pack of that run; a copy between shapes
+// of the same block and counts (strides may differ: interleaved faces) divides once per word.
 LeanMove make_lean(const SidePlan& src, const SidePlan& dst, int lw, std::int64_t src_off,
                    std::int64_t dst_off);
 GeneralMove make_general(const SidePlan& src, const SidePlan& dst, int lw, std::int64_t src_off,

@@ -17,12 +17,16 @@
 
 namespace ferry::detail {
 
-// A strided shape of at most three dimensions with 32-bit indices: what halo boxes of 3-D arrays
-// are (two dimensions for one box, three with a count of quantities). The lean batch kernel keeps
-// such shapes in shared memory and needs no loop over 16 dimensions per word.
+// A strided shape of at most three dimensions with 32-bit indices and strides: what halo boxes of
+// 3-D arrays are (two dimensions for one box, three for a pair of faces or a count of
+// quantities). The lean batch kernel keeps such shapes in shared memory and needs no loop over 16
+// dimensions per word. Strides are 32-bit (below 2 GiB: rows and planes of any array that fits a
+// GPU but the largest) so that an offset term is one 32 x 32 -> 64-bit multiply-add and a copy
+// between two shapes keeps both sets of strides in registers (with 64-bit strides the copy loops
+// spilled 12-16 B at a 40-register cap); the start stays 64-bit.
 struct Shape3 {
   std::int64_t start;      // bytes from the side's base to the first block
-  std::int64_t stride[3];  // bytes; dimension 0 is the innermost above the contiguous block
+  std::int32_t stride[3];  // bytes; dimension 0 is the innermost above the contiguous block
   std::uint32_t words;     // words in one contiguous block
   std::uint32_t count[3];
   FastDiv fwords;          // divides by words
@@ -30,26 +34,62 @@ struct Shape3 {
   std::int32_t nd;         // 0..3
 };
 
+// index (< 2^31) times stride, as one wide multiply.
+FERRY_HD std::int64_t stride_term(std::uint32_t index, std::int32_t stride) {
+  return static_cast<std::int64_t>(static_cast<std::int32_t>(index)) * stride;
+}
+
 // Byte offset from the side's base of packed word p (p < 2^31).
 template <int LW>
 FERRY_HD std::int64_t shape3_offset(const Shape3& s, std::uint32_t p) {
   const std::uint32_t block = s.fwords.div(p);
   std::int64_t off = s.start + (static_cast<std::int64_t>(p - block * s.words) << LW);
   if (s.nd == 0) return off;
-  if (s.nd == 1) return off + static_cast<std::int64_t>(block) * s.stride[0];
+  if (s.nd == 1) return off + stride_term(block, s.stride[0]);
   const std::uint32_t q = s.fcount[0].div(block);
-  off += static_cast<std::int64_t>(block - q * s.count[0]) * s.stride[0];
-  if (s.nd == 2) return off + static_cast<std::int64_t>(q) * s.stride[1];
+  off += stride_term(block - q * s.count[0], s.stride[0]);
+  if (s.nd == 2) return off + stride_term(q, s.stride[1]);
   const std::uint32_t q2 = s.fcount[1].div(q);
-  off += static_cast<std::int64_t>(q - q2 * s.count[1]) * s.stride[1];
-  return off + static_cast<std::int64_t>(q2) * s.stride[2];
+  off += stride_term(q - q2 * s.count[1], s.stride[1]);
+  return off + stride_term(q2, s.stride[2]);
+}
+
+// Byte offsets of packed word p through two shapes with the same block and counts but their own
+// starts and strides (a copy between a halo's interior and its image, or between two interleaved
+// faces whose pair strides differ): the divisions once, then one sum per side.
+template <int LW>
+FERRY_HD void shape3_offsets(const Shape3& a, const Shape3& b, std::uint32_t p, std::int64_t& oa,
+                             std::int64_t& ob) {
+  const std::uint32_t block = a.fwords.div(p);
+  const std::int64_t word = static_cast<std::int64_t>(p - block * a.words) << LW;
+  oa = a.start + word;
+  ob = b.start + word;
+  if (a.nd == 0) return;
+  if (a.nd == 1) {
+    oa += stride_term(block, a.stride[0]);
+    ob += stride_term(block, b.stride[0]);
+    return;
+  }
+  const std::uint32_t q = a.fcount[0].div(block);
+  const std::uint32_t i0 = block - q * a.count[0];
+  oa += stride_term(i0, a.stride[0]);
+  ob += stride_term(i0, b.stride[0]);
+  if (a.nd == 2) {
+    oa += stride_term(q, a.stride[1]);
+    ob += stride_term(q, b.stride[1]);
+    return;
+  }
+  const std::uint32_t q2 = a.fcount[1].div(q);
+  const std::uint32_t i1 = q - q2 * a.count[1];
+  oa += stride_term(i1, a.stride[1]) + stride_term(q2, a.stride[2]);
+  ob += stride_term(i1, b.stride[1]) + stride_term(q2, b.stride[2]);
 }
 
 // What a lean move does, known per CUDA block and compiled into the loop.
 enum MoveKind : std::int32_t {
   kPack = 0,      // source through `a`, destination packed
   kUnpack = 1,    // source packed, destination through `a`
-  kCopySame = 2,  // both sides through `a`'s shape; the destination starts at b.start
+  kCopySame = 2,  // source through `a`, destination through `b`, which has a's block and counts
   kCopyTwo = 3,   // source through `a`, destination through `b`
 };
 constexpr int kMoveKinds = 4;
@@ -74,8 +114,7 @@ FERRY_HD void lean_offsets(const M& m, std::uint32_t p, std::int64_t& src, std::
     src = linear;
     dst = shape3_offset<LW>(m.a, p);
   } else if constexpr (Kind == kCopySame) {
-    src = shape3_offset<LW>(m.a, p);
-    dst = src - m.a.start + m.b.start;
+    shape3_offsets<LW>(m.a, m.b, p, src, dst);
   } else {
     src = shape3_offset<LW>(m.a, p);
     dst = shape3_offset<LW>(m.b, p);

@@ -27,6 +27,8 @@ constexpr int kWordSizes = 5;  // log2 of the word size: 0..4 for 1..16 bytes
 
 // Division by a run-time constant d as a multiply and shift, valid for 0 <= n < 2^31: the
 // round-up reciprocal m = ceil(2^p / d) with p = 31 + ceil(log2 d) (Granlund & Montgomery 1994).
+// m lies in [2^31, 2^32) for every d >= 2, so m == 0 marks d <= 1 (division by 1) and div() needs
+// only m and the shift: one register less per divisor in the batch kernels' hot loops.
 struct FastDiv {
   std::uint32_t d = 1;
   std::uint32_t mul = 0;
@@ -42,7 +44,7 @@ struct FastDiv {
     shr = p - 32;
   }
   FERRY_HD std::uint32_t div(std::uint32_t n) const {
-    if (d == 1) return n;
+    if (mul == 0) return n;
 #if defined(__CUDA_ARCH__)
     return __umulhi(n, mul) >> shr;
 #else

@@ -68,6 +68,15 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::bandwidth, "FERRY_BANDWIDTH", Kind::path, "", 0, 0, "",
      "A node's GPU-to-GPU bandwidth matrix for placement: one row of GB/s per GPU, whitespace "
      "separated, `#` comments. Unset: uniform links."},
+    {Knob::halo_method, "FERRY_HALO_METHOD", Kind::choice, "", 0, 0,
+     "local|peer|ipc|staged|pipelined|mpi",
+     "Forces the halo library's method wherever it applies, in every plan whose options name none "
+     "(benchmarks). Unset: the model decides."},
+    {Knob::halo_timeout, "FERRY_HALO_TIMEOUT", Kind::integer, "0", 0, i64{1} << 31, "",
+     "Seconds a halo exchange waits for a neighbour before it fails with a message (a rank that "
+     "never calls the exchange hangs it otherwise); 0: wait forever."},
+    {Knob::halo_verbose, "FERRY_HALO_VERBOSE", Kind::flag, "0", 0, 0, "",
+     "Rank 0 prints each halo plan: its partition, methods, bytes and messages per method."},
     {Knob::protocol_test, "FERRY_PROTOCOL_TEST", Kind::flag, "0", 0, 0, "",
      "Tests: large host-buffer sends take the pipelined stub protocol, so CI runs it without a "
      "GPU."},
@@ -77,6 +86,10 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::async_recv, "FERRY_ASYNC_RECV", Kind::flag, "0", 0, 0, "",
      "1: a staged receive into device memory returns once its copy is queued on the legacy default "
      "stream, not finished (ordered before later work there, as cudaMemcpy from pageable memory)."},
+    {Knob::reorder, "FERRY_REORDER", Kind::flag, "1", 0, 0, "",
+     "MPI_Dist_graph_create(_adjacent), MPI_Graph_create and MPI_Cart_create with reorder = 1 "
+     "renumber ranks so heavy edges stay inside a node and on fast GPU links (on one node with "
+     "one GPU the MPI decides); 0 hands them to the MPI unchanged."},
 }};
 
 constexpr bool in_order() {
@@ -332,6 +345,19 @@ std::string hostname() {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0) return "";
   return host;
+}
+
+double halo_timeout() {
+  static const double v = static_cast<double>(integer(Knob::halo_timeout));
+  return v;
+}
+bool halo_verbose() {
+  static const bool v = flag(Knob::halo_verbose);
+  return v;
+}
+const std::string& halo_method() {
+  static const std::string v = text(Knob::halo_method);
+  return v;
 }
 
 std::int64_t batch_chunk() {

@@ -42,9 +42,13 @@ enum class Knob : int {
   batch_order,
   topology,
   bandwidth,
+  halo_method,
+  halo_timeout,
+  halo_verbose,
   protocol_test,
   passthrough,
   async_recv,
+  reorder,
   count
 };
 
@@ -114,11 +118,11 @@ int gpu_blocks_per_sm(); // FERRY_GPU_BLOCKS_PER_SM
 std::string cache_dir();
 std::string hostname();
 
-// FERRY_BATCH_CHUNK (0 = chosen from the batch's size): bytes per CUDA block of a Batch, for tuning.
-std::int64_t batch_chunk();
-// FERRY_BATCH_ORDER (1): 1 runs a Batch's chunks in the order of the addresses they read or write
-// (neighbouring memory at the same time); 0 in the order of the moves.
-int batch_order();
+// The halo library's knobs: FERRY_HALO_TIMEOUT in seconds (0: wait forever), FERRY_HALO_VERBOSE,
+// FERRY_HALO_METHOD ("" when unset). Read once.
+double halo_timeout();
+bool halo_verbose();
+const std::string& halo_method();
 
 // FERRY_BATCH_CHUNK (0 = chosen from the batch's size): bytes per CUDA block of a Batch, for tuning.
 std::int64_t batch_chunk();

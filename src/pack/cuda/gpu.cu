@@ -129,10 +129,28 @@ const TypeTables& tables_for(const Type& type, int device) {
 }  // namespace
 
 PlanHead plan_for(const Type& type, i64 count, int device) {
+  // A thread's last plan: a loop of calls on one type (a halo code's faces, a benchmark) skips
+  // the shared lock, the hash probe and with_count's rebuild of the shape. The weak reference
+  // makes a type freed and another made at the same address miss.
+  thread_local struct {
+    const Node* root = nullptr;
+    std::weak_ptr<const Node> alive;
+    i64 count = -1;
+    int device = -1;
+    PlanHead head;
+  } last;
+  if (last.root == type.root().get() && last.count == count && last.device == device &&
+      !last.alive.expired())
+    return last.head;
   const TypeTables& t = tables_for(type, device);
   PlanHead hp = detail::with_count(t.one, type, count);
   hp.plan.pieces = static_cast<const detail::Piece*>(t.pieces.get());
   hp.plan.shapes = static_cast<const detail::Shape*>(t.shapes.get());
+  last.root = type.root().get();
+  last.alive = type.root();
+  last.count = count;
+  last.device = device;
+  last.head = hp;
   return hp;
 }
 
