@@ -132,6 +132,7 @@ program ferry_fortran_host
   if (me == 0) call check(all(recvd(0:n-1) == [(i, i = 0, n - 1)]), 'MPI_Gather')
 
   call in_place_and_bottom(me, n, peer, failures)
+  call topology_constructors()
 
   call MPI_Comm_dup(MPI_COMM_WORLD, dup, ierr)
   call MPI_Barrier(dup, ierr)
@@ -147,6 +148,33 @@ program ferry_fortran_host
   if (total /= 0) stop 1
 
 contains
+
+  ! The constructors Ferry reorders, through its Fortran entries: LOGICAL arguments and the
+  ! MPI_UNWEIGHTED sentinel (a weighted graph here would mean the sentinel reached C as an array).
+  subroutine topology_constructors()
+    integer :: cart, graph, rank, dims(1), coords(1), nbrs(2), indeg, outdeg
+    integer(c_long) :: before
+    logical :: periods(1), weighted
+    before = ferry_mpi_fortran_calls()
+    dims(1) = n
+    periods(1) = .true.
+    call MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, .true., cart, ierr)
+    call check(ierr == MPI_SUCCESS .and. cart /= MPI_COMM_NULL, 'MPI_Cart_create')
+    call MPI_Comm_rank(cart, rank, ierr)
+    call MPI_Cart_coords(cart, rank, 1, coords, ierr)
+    call check(coords(1) == rank, 'MPI_Cart_coords of a reordered ring')
+    call MPI_Comm_free(cart, ierr)
+    nbrs = [mod(me + n - 1, n), mod(me + 1, n)]
+    call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 2, nbrs, MPI_UNWEIGHTED, 2, nbrs, &
+                                        MPI_UNWEIGHTED, MPI_INFO_NULL, .true., graph, ierr)
+    call check(ierr == MPI_SUCCESS, 'MPI_Dist_graph_create_adjacent')
+    call MPI_Dist_graph_neighbors_count(graph, indeg, outdeg, weighted, ierr)
+    call check(indeg == 2 .and. outdeg == 2 .and. .not. weighted, &
+               'MPI_Dist_graph_neighbors_count after MPI_UNWEIGHTED')
+    call MPI_Comm_free(graph, ierr)
+    if (expect_entries) call check(ferry_mpi_fortran_calls() >= before + 2, &
+                                   "Ferry's Fortran entries of the topology constructors")
+  end subroutine
 
   subroutine check(ok, what)
     logical, intent(in) :: ok
