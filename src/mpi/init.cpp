@@ -3,7 +3,8 @@
 // library. The files: this one (initialization, finalization, communicators and datatypes, the
 // ferry_mpi_* exports), send.cpp / recv.cpp / exchange.cpp / persistent.cpp (point-to-point),
 // completion.cpp (waits and tests), probes.cpp and early.cpp (probes), coll_*.cpp (collectives),
-// pack.cpp (MPI_Pack, MPI_Unpack). The transport (ferry/transport.hpp) decides each message's
+// pack.cpp (MPI_Pack, MPI_Unpack), typemap.cpp (the MPI's typemap probe), refused.cpp, fortran*.cpp,
+// reorder*.cpp. The transport (ferry/transport.hpp) decides each message's
 // route and moves it; this layer keeps MPI's semantics.
 #include <ferry/ferry_mpi.h>
 #include <ferry/registry.hpp>
