@@ -7,6 +7,7 @@
 #include <ferry/gpu.hpp>
 #include <ferry/transport.hpp>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -63,6 +64,7 @@ struct DeviceBackendState {
   std::vector<int> sub_dev;              // local subdomain -> index into devs
   std::vector<End> out, in;
   std::vector<PeerCopy> peers;
+  std::deque<Type> paired;               // the interleaved types of paired local copies (stable)
   std::vector<void*> device_allocs;      // (device, pointer) freed at the end
   std::vector<int> device_alloc_dev;
   std::vector<void*> pinned_allocs;

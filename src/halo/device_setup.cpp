@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <ferry/pack.hpp>
+
 #include "halo/device.hpp"
 #include "sys/error.hpp"
 
@@ -175,6 +177,49 @@ void ipc_handshake(Plan::Impl& p, DeviceBackendState& s) {
     }
 }
 
+// Rows of at most this many bytes are worth pairing (the x faces' 24 B rows, the edges'); longer
+// rows fill whole sectors anyway.
+constexpr i64 kPairRowBytes = 256;
+
+bool short_rows(const Type& t) { return t.blocks() > 0 && t.size() / t.blocks() <= kPairRowBytes; }
+
+// The local copies of GPU k. Two copies of one field between the same two arrays with boxes of one
+// shape (a periodic self-exchange's +X and -X faces, and its edges) become one move of
+// ferry::interleave pairs: a row's two ends are then moved by one warp instruction, and the
+// partial-sector writes of one direction meet the reads of the other in L2 (the self-exchange of
+// bench_gpu_pack --halo: 125 us paired against 160 us per direction on an H100). Copies that do
+// not pair (other shapes, long rows) stay single moves.
+template <class Typed>
+void local_copies(Plan::Impl& p, DeviceBackendState& s, int k, std::vector<gpu::Move>& pack,
+                  const Typed& typed) {
+  std::vector<const Copy*> mine;
+  for (const Copy& c : p.copies)
+    if (c.method == Method::local && s.sub_dev[c.src_sub] == k) mine.push_back(&c);
+  std::vector<char> used(mine.size(), 0);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (used[i]) continue;
+    const Copy& a = *mine[i];
+    for (std::size_t j = i + 1; j < mine.size() && short_rows(a.src) && short_rows(a.dst); ++j) {
+      const Copy& b = *mine[j];
+      if (used[j] || b.src_sub != a.src_sub || b.dst_sub != a.dst_sub || b.field != a.field ||
+          b.bytes != a.bytes)
+        continue;
+      try {
+        Type src = interleave(a.src, b.src), dst = interleave(a.dst, b.dst);
+        s.paired.push_back(std::move(src));
+        const Type* ps = &s.paired.back();
+        s.paired.push_back(std::move(dst));
+        pack.push_back({typed(a.src_sub, a.field, ps), typed(a.dst_sub, a.field, &s.paired.back())});
+        used[i] = used[j] = 1;
+        break;
+      } catch (const Error&) {
+        // not one shape: try the next candidate
+      }
+    }
+    if (!used[i]) pack.push_back({typed(a.src_sub, a.field, &a.src), typed(a.dst_sub, a.field, &a.dst)});
+  }
+}
+
 // The pack and unpack moves of one GPU (index k), in the plan's order (slowest first).
 void batches_for(Plan::Impl& p, DeviceBackendState& s, int k, std::vector<gpu::Move>& pack,
                  std::vector<gpu::Move>& unpack) {
@@ -198,9 +243,7 @@ void batches_for(Plan::Impl& p, DeviceBackendState& s, int k, std::vector<gpu::M
   }
   for (auto& pcpy : s.peers)
     if (pcpy.src == k) pack.push_back({typed(pcpy.copy->src_sub, pcpy.copy->field, &pcpy.copy->src), packed(pcpy.src_buf)});
-  for (Copy& c : p.copies)
-    if (c.method == Method::local && s.sub_dev[c.src_sub] == k)
-      pack.push_back({typed(c.src_sub, c.field, &c.src), typed(c.dst_sub, c.field, &c.dst)});
+  local_copies(p, s, k, pack, typed);
   for (End& e : s.in) {
     const Method m = e.msg->method;
     char* source = m == Method::staged ? e.host : e.dev;
