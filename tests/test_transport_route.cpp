@@ -211,13 +211,19 @@ TEST(Route, MpiBottomWithAbsoluteAddresses) {
   EXPECT_FALSE(r.device());
   EXPECT_EQ(r.bytes, 3 * 8 + 4 * 4);
   EXPECT_EQ(r.first(), reinterpret_cast<const char*>(std::min(da, db)));
-  // What the route's type packs from MPI_BOTTOM is what the MPI packs.
-  std::vector<char> ours(static_cast<std::size_t>(r.bytes)), theirs(ours.size());
+  // What the route's type packs from MPI_BOTTOM: the blocks in the struct's order. (Not the MPI's
+  // MPI_Pack as the oracle: MPICH 4.0 refuses MPI_BOTTOM there as a null input buffer.)
+  for (int i = 0; i < 16; ++i) a[static_cast<std::size_t>(i)] = 0.5 + i;
+  for (int i = 0; i < 8; ++i) b[static_cast<std::size_t>(i)] = 100 + i;
+  std::vector<char> ours(static_cast<std::size_t>(r.bytes)), want;
   i64 pos = 0;
   ferry::pack(MPI_BOTTOM, 1, *r.type, ours.data(), r.bytes, &pos);
-  int mpos = 0;
-  PMPI_Pack(MPI_BOTTOM, 1, s, theirs.data(), static_cast<int>(theirs.size()), &mpos, MPI_COMM_SELF);
-  EXPECT_EQ(ours, theirs);
+  EXPECT_EQ(pos, r.bytes);
+  const char* pa = reinterpret_cast<const char*>(a.data() + 2);
+  const char* pb = reinterpret_cast<const char*>(b.data() + 1);
+  want.insert(want.end(), pa, pa + 3 * sizeof(double));
+  want.insert(want.end(), pb, pb + 4 * sizeof(int));
+  EXPECT_EQ(ours, want);
   ferry::release(s);
   MPI_Type_free(&s);
 }
