@@ -53,7 +53,12 @@ TEST(Model, SurfaceInterpolatesInBothAxes) {
 TEST(Model, BuiltinChoosesByThresholds) {
   const Model m = Model::builtin();
   EXPECT_EQ(m.choose(8, 8, Locality::other_gpu).method, Method::staged);
-  EXPECT_EQ(m.choose(4096, 4096, Locality::other_gpu).method, Method::staged);
+  EXPECT_EQ(m.choose(4095, 4095, Locality::same_gpu).method, Method::staged) << "below IPC's floor";
+  // IPC costs one host-waited GPU operation, staging two: IPC from its floor on (issue 13).
+  EXPECT_EQ(m.choose(4096, 4096, Locality::other_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(4096, 4096, Locality::same_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(32 << 10, 8, Locality::same_gpu).method, Method::ipc);
+  EXPECT_EQ(m.choose(4096, 4096, Locality::other_node).method, Method::staged);
   EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu).method, Method::ipc);
   EXPECT_EQ(m.choose(64 << 20, 64 << 20, Locality::other_gpu).method, Method::ipc);
   EXPECT_EQ(m.choose(1 << 20, 1 << 20, Locality::other_gpu, false).method, Method::staged);
@@ -124,6 +129,32 @@ TEST(Model, FileRoundTrip) {
   EXPECT_DOUBLE_EQ(back.predict_pack(Pack::device, 4096, 64), m.predict_pack(Pack::device, 4096, 64));
   EXPECT_DOUBLE_EQ(back.predict_pack(Pack::one_shot, 8192, 8, Direction::unpack), 7.0);
   EXPECT_EQ(back.to_json(), m.to_json());
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node})
+    EXPECT_DOUBLE_EQ(back.predict_mpi(l, 12345), m.predict_mpi(l, 12345)) << name(l);
+}
+
+// The MPI's own curve: measured where the file has one (the node's other locality standing in),
+// else derived from the staged curve less dense packing and unpacking, never below a quarter of it.
+TEST(Model, MpiCurve) {
+  Model m;
+  m.set_curve(Method::staged, Locality::other_node, Curve{{1, 1 << 20}, {10.0, 100.0}});
+  m.set_surface(Pack::one_shot, Surface{{1, 1 << 20}, {1, 1 << 20}, {{2.0, 2.0}, {30.0, 30.0}}});
+  m.set_surface(Pack::one_shot, Surface{{1, 1 << 20}, {1, 1 << 20}, {{3.0, 3.0}, {20.0, 20.0}}},
+                Direction::unpack);
+  EXPECT_DOUBLE_EQ(m.predict_mpi(Locality::other_node, 1 << 20), 50.0);  // 100 - 30 - 20
+  EXPECT_DOUBLE_EQ(m.predict_mpi(Locality::other_node, 1), 5.0);         // 10 - 2 - 3
+  m.set_surface(Pack::one_shot, Surface{{1}, {1}, {{9.0}}}, Direction::unpack);
+  EXPECT_DOUBLE_EQ(m.predict_mpi(Locality::other_node, 1), 2.5) << "a quarter of staged at least";
+  m.set_mpi_curve(Locality::same_gpu, Curve{{8, 4096}, {0.5, 2.0}});
+  EXPECT_DOUBLE_EQ(m.predict_mpi(Locality::same_gpu, 8), 0.5);
+  EXPECT_DOUBLE_EQ(m.predict_mpi(Locality::other_gpu, 4096), 2.0) << "the node's other locality";
+  EXPECT_EQ(m.mpi_curve(Locality::other_gpu), nullptr);
+  const Model back = Model::from_json(m.to_json());
+  EXPECT_DOUBLE_EQ(back.predict_mpi(Locality::same_gpu, 4096), 2.0);
+  EXPECT_THROW(Model::from_json(R"({"format": "ferry-model", "version": 2, "methods": {"staged": )"
+                                R"({"other_node": {"bytes": [1], "us": [1.0]}}}, "mpi": {"moon": )"
+                                R"({"bytes": [1], "us": [1.0]}}})"),
+               ferry::Error);
 }
 
 // Each malformed text is refused with MPI_ERR_OTHER and a reason naming the problem.

@@ -4,6 +4,7 @@
 // truncation, different send and receive types, and progress while the receiver blocks elsewhere
 // are checked in CI. Pairs of ranks (0-1, 2-3) exchange.
 #include <ferry/ferry_mpi.h>
+#include <ferry/transport.hpp>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -27,6 +28,10 @@ class Protocol : public ::testing::Test {
     ASSERT_TRUE(t && t[0] == '1') << "FERRY_PROTOCOL_TEST=1 did not reach this rank (ctest passes it)";
   }
 };
+
+// Messages of a stub's size are taken early by probes (the probe cannot tell them from stubs).
+constexpr int kStubDoubles = ferry::transport::kStubBytes / static_cast<int>(sizeof(double));
+static_assert(ferry::transport::kStubBytes % sizeof(double) == 0);
 
 constexpr int kN = 1 << 18;  // 2 MiB of doubles: pipelined (FERRY_PIPELINE_MIN=1 MiB)
 
@@ -217,10 +222,10 @@ TEST_F(Protocol, ProbesReportTheRealSize) {
 // A persistent receive whose message a probe already took (Ferry received it early to tell its
 // size): MPI_Start delivers it at once, and every kind of completion sees it, with the right
 // status; the request stays usable for messages that come the normal way. Messages: a pipelined
-// one (a stub) and a 144-byte ordinary one (stub-sized, so taken early as well).
+// one (a stub) and an ordinary one of a stub's size (so taken early as well).
 TEST_F(Protocol, PersistentReceivesGetMessagesTakenEarly) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 18;  // doubles: 144 bytes, a stub's size
+  constexpr int kSmall = kStubDoubles;
   if (pair_rank() == 0) {
     for (int k = 0; k < 5; ++k) {
       auto big = pattern(0, 40 + k);
@@ -319,7 +324,7 @@ TEST_F(Protocol, PersistentReceivesGetMessagesTakenEarly) {
 // what fitted; an unrelated receive with a type Ferry never saw still works meanwhile.
 TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 18;  // 144 bytes, a stub's size
+  constexpr int kSmall = kStubDoubles;
   MPI_Comm comm;
   MPI_Comm_dup(pair_comm(), &comm);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -361,7 +366,7 @@ TEST_F(Protocol, PersistentReceiveTruncatedFromAnEarlyMessage) {
 // MPI_Waitsome, and MPI_Cancel (too late: the request completes normally, not cancelled).
 TEST_F(Protocol, PersistentEarlyReceiveOtherCompletions) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 18;  // 144 bytes, a stub's size
+  constexpr int kSmall = kStubDoubles;
   if (pair_rank() == 0) {
     for (int k = 0; k < 3; ++k) {
       auto v = pattern(0, 100 + k, kSmall);
@@ -409,7 +414,7 @@ TEST_F(Protocol, PersistentEarlyReceiveOtherCompletions) {
 // MPI_Sendrecv whose receive half matches a message a probe already took early.
 TEST_F(Protocol, SendrecvGetsAMessageTakenEarly) {
   const int other = 1 - pair_rank();
-  constexpr int kSmall = 18;  // 144 bytes: taken early by the probe
+  constexpr int kSmall = kStubDoubles;  // taken early by the probe
   if (pair_rank() == 0) {
     auto v = pattern(0, 95, kSmall);
     ASSERT_EQ(MPI_Send(v.data(), kSmall, MPI_DOUBLE, other, 95, pair_comm()), MPI_SUCCESS);

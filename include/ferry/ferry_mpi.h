@@ -19,6 +19,9 @@ long ferry_mpi_ipc_sent(void);
 long ferry_mpi_ipc_received(void);
 /* Messages this process sent pipelined (chunks staged while MPI moves the ones before). */
 long ferry_mpi_pipelined_sent(void);
+/* Messages of GPU data this process sent to itself by the local method (one copy or kernel from
+ * the sender's layout into the receiver's, no staging). */
+long ferry_mpi_local_sent(void);
 
 /* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
  * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).

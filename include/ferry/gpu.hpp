@@ -65,6 +65,10 @@ struct Allocation {
   int device;
 };
 Allocation allocation_of(const void* p);
+// allocation_of() through the pointer cache: a pageable host page the cache knows is answered
+// without the driver (kind host, no allocation), and a host verdict is added to it. One driver
+// query otherwise: what a message's route asks, once.
+Allocation where(const void* p);
 // Before Ferry reads GPU data that the application handed to MPI from a stream of its own (a
 // non-blocking copy stream, or another process over IPC): makes synchronous memory operations on
 // the allocation finish before they return (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS; a cudaMemcpy from

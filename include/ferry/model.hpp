@@ -76,9 +76,9 @@ struct Decision {
 
 class Model {
  public:
-  // Thresholds of the built-in model: IPC from 64 KiB on the same node, pipelined from 4 MiB,
-  // one-shot packing except for large objects of 1-byte blocks, one-shot unpacking up to about
-  // 1 MiB (pack and unpack surfaces measured on an H200; docs/performance.md).
+  // Thresholds of the built-in model: IPC from its 4 KiB floor on the same node, pipelined from
+  // 4 MiB across nodes, one-shot packing except for large objects of 1-byte blocks, one-shot
+  // unpacking up to about 1 MiB (pack and unpack surfaces measured on an H200; docs/performance.md).
   static Model builtin();
   // Throws ferry::Error(MPI_ERR_OTHER) with the reason when the file is missing or malformed.
   static Model load(const std::string& path);
@@ -101,6 +101,12 @@ class Model {
   // The fastest method (and pack) the model knows for a message; `ipc_possible`: the buffer and
   // the peer allow IPC (never to another node).
   Decision choose(i64 bytes, i64 block, Locality l, bool ipc_possible = true) const;
+  // One-way time of the MPI alone moving `bytes` between host buffers (the pipelined method's
+  // middle stage): the measured "mpi" curve of the locality (or the node's other one), else the
+  // staged curve less packing and unpacking dense data, at least a quarter of it.
+  double predict_mpi(Locality l, i64 bytes) const;
+  void set_mpi_curve(Locality l, Curve c);
+  const Curve* mpi_curve(Locality l) const;  // this locality's own, or null
 
   void set_curve(Method m, Locality l, Curve c);
   void set_surface(Pack p, Surface s, Direction d = Direction::pack);
@@ -110,6 +116,7 @@ class Model {
 
  private:
   std::map<std::pair<Method, Locality>, Curve> curves_;
+  std::map<Locality, Curve> mpi_;
   std::map<std::pair<Direction, Pack>, Surface> surfaces_;
 };
 

@@ -1,10 +1,12 @@
 // ferry/transport.hpp — how bytes move between ranks: the layer under the MPI interposer and the
 // halo-exchange library (both are its clients; neither reaches around it to CUDA or to the other).
 //
-// This part: the topology (node and GPU of each rank, the locality of a pair, a node's GPU-to-GPU
-// bandwidth, simulated layouts for tests), the memory pools (pinned host and per-device), and CUDA
-// IPC (the export side: a handle for a device pointer; the import side: a cache of peers' mapped
-// allocations). There is one transport per process: libferry is a shared library that the
+// Its parts: the topology (node and GPU of each rank, the locality of a pair, a node's GPU-to-GPU
+// bandwidth, simulated layouts for tests), the memory pools (pinned host and per-device), CUDA IPC
+// (the export side: a handle for a device pointer; the import side: a cache of peers' mapped
+// allocations), and messages: the Route of one message (its memory, its method) and the methods
+// that move it (local, IPC, staged, pipelined, pass-through), as sender/receiver pairs of the stub
+// protocol that the MPI interposer runs (docs/design.md, "The route of one message"). There is one transport per process: libferry is a shared library that the
 // interposer and applications link, so a program run under LD_PRELOAD=libferry-mpi.so that also
 // calls Ferry has one set of pools and one IPC cache. The transport calls only PMPI_* functions.
 //
@@ -23,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -314,5 +317,233 @@ class IpcCache {
 };
 // The process's cache: CUDA's open and close, FERRY_IPC_CACHE mappings.
 IpcCache& ipc_cache();
+
+// ============================================================================ messages
+
+// How a message travels.
+enum class Method : std::uint8_t {
+  host,         // host memory: the MPI moves the application's buffer itself
+  passthrough,  // GPU memory handed as it is to an MPI that is CUDA-aware
+  staged,       // packed into pinned host memory, moved by the MPI as bytes
+  pipelined,    // chunks packed into pinned memory while the MPI moves the ones before (MPI-ACC)
+  ipc,          // another process of the node copies straight from this GPU's memory
+  local,        // this process (a send to itself): one copy or kernel, sender's layout to receiver's
+};
+const char* name(Method m);
+
+// Where the bytes of a message are: host memory (pageable or pinned: the MPI reads both), or GPU
+// memory (device or managed), with the allocation of its lowest byte.
+struct Memory {
+  gpu::Memory kind = gpu::Memory::host;
+  gpu::Allocation alloc{gpu::Memory::host, nullptr, 0, 0, -1};
+  // Every byte lies in `alloc` (what an IPC peer can map); false for blocks in several allocations.
+  bool one_allocation = true;
+  bool device() const { return kind == gpu::Memory::device || kind == gpu::Memory::managed; }
+};
+// The memory of the bytes `count` elements of `type` at `origin` touch: that of their lowest byte;
+// for a null origin (MPI_BOTTOM: absolute displacements) that of every top-level block (the
+// members of a struct may lie in different allocations). GPU memory when any is device or managed
+// memory; MPI_ERR_BUFFER when GPU memory and pageable host memory mix (no engine reaches both).
+// Cost: none without a GPU; a host page the pointer cache knows costs a table lookup; else one
+// driver query (0.1-0.2 us), one per distinct allocation for MPI_BOTTOM.
+Memory locate(const void* origin, i64 count, const Type& type);
+
+// One message (or one buffer of a collective), decided once and carried: the interposer makes one
+// per buffer, and nothing below it asks the type registry, the CUDA driver or the model again.
+struct Route {
+  const void* origin = nullptr;       // the address the type's displacements count from
+  i64 count = 0;
+  std::shared_ptr<const Type> type;   // null: a type Ferry cannot read (host memory is assumed)
+  i64 bytes = 0;                      // packed size
+  Memory memory;
+  int peer = -1;                      // world rank of the other side; -1: none or not known
+  model::Locality locality = model::Locality::other_node;
+  Method method = Method::host;
+  model::Pack pack = model::Pack::one_shot;  // how staging packs (a send) or unpacks (a receive)
+  bool device() const { return memory.device(); }
+  // The lowest byte the message touches (origin + type's data lower bound).
+  const char* first() const;
+};
+
+// The route of `count` elements of `type` at `origin`, before its peer is known: one type lookup
+// (a type Ferry cannot read gives a null type and host memory: the MPI then decides, and reports,
+// as it would) and locate(); the method is host, passthrough or staged. Errors: those of locate().
+Route route(const void* origin, i64 count, MPI_Datatype type);
+Route route(const void* origin, i64 count, std::shared_ptr<const Type> type);
+
+// What the MPI call lets a send do besides staging.
+struct Allow {
+  bool rendezvous = true;  // ipc and local (the send completes when the receiver has the data)
+  bool pipelined = true;   // chunks on the private communicator (not persistent sends)
+  // local, to this process: not for a blocking standard send, which MPI may complete before the
+  // receive is posted (programs that send to themselves first rely on it for small messages)
+  bool local = true;
+};
+// Picks the method of a send of GPU data to world rank `peer` (this process included): the model's
+// choice among those the peer, the memory and `allow` permit, unless FERRY_METHOD or a threshold
+// knob decides (docs/design.md). Host routes stay host, except under FERRY_PROTOCOL_TEST, where
+// large host sends take the pipelined method. One hash lookup in the model's decision cache.
+void choose(Route& r, int peer, Allow allow = {});
+// For a staged receive of GPU data: how to unpack it (model's unpack surfaces).
+void choose_unpack(Route& r);
+
+// The decision choose() makes, from its inputs alone (the CPU tests drive it with every
+// combination, a CUDA-aware MPI's included).
+struct Choice {
+  bool device = false;       // the data is GPU memory
+  bool ipc_memory = false;   // ... device memory (not managed) a peer can map
+  bool passthrough = false;  // the MPI moves GPU memory itself
+  bool protocol = true;      // the stub protocol is on
+  bool protocol_test = false;
+  bool self = false;         // the peer is this process
+  i64 bytes = 0, count = 0, block = 0;
+  model::Locality locality = model::Locality::other_node;
+  Allow allow;
+  std::optional<model::Method> forced;  // FERRY_METHOD
+  i64 ipc_min = -1, pipeline_min = -1;  // FERRY_IPC_MIN, FERRY_PIPELINE_MIN (-1: unset)
+};
+// `decisions`: the model's (null: staged where a threshold does not decide).
+Method select(const Choice& c, model::DecisionCache* decisions);
+
+// Forces a method / pack for the messages that follow (measurements); nullopt: the model decides.
+// A forced IPC also goes below the 4 KiB floor (receives into GPU memory, or blocking ones of at
+// least kStubBytes, check for stubs whatever their size).
+void force_method(std::optional<model::Method> m);
+void force_pack(std::optional<model::Pack> p);
+// The model's locality of world rank `peer` for data on `device` as a name ("same_gpu",
+// "other_gpu", "other_node"); null when the protocol is off or the rank does not exist.
+const char* locality_name(int peer, int device);
+
+// The pipelined chunk: MPI-ACC's rule on the model's curves. A message of `bytes` cut into chunks
+// of c bytes takes P(c) + M(c) + U(c) + (n - 1) max(P(c), M(c), U(c)) for n chunks, P and U the
+// pack and unpack times (surfaces, at block size `block`), M the MPI's time for c bytes
+// (Model::predict_mpi); the size among powers of two from 64 KiB to bytes / 2 that minimizes it,
+// which lies where the stages balance. `override_bytes` > 0 (FERRY_PIPELINE_CHUNK) wins.
+i64 pipeline_chunk(const model::Model& m, i64 bytes, i64 block, model::Locality l,
+                   i64 override_bytes = 0);
+
+// Pass-through: whether the MPI moves GPU memory itself. What the library says of itself (Open
+// MPI's MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support), asked once at run time;
+// `unknown` where this MPI has neither query.
+enum class CudaAware : std::uint8_t { no, yes, unknown };
+CudaAware mpi_cuda_aware();
+// FERRY_PASSTHROUGH ("auto": when the MPI says yes; "on": always; "off": never) against what the
+// MPI says. Unmeasured on the lent machines, whose MPI is not CUDA-aware.
+bool use_passthrough(const std::string& knob, CudaAware mpi);
+
+// ---- The stub protocol (run by the interposer; docs/design.md). A message of the rendezvous
+// methods (ipc, local) and the pipelined one is announced by a stub of kStubBytes on the
+// application's communicator and tag, so matching, wildcards, order and truncation stay the MPI's;
+// the data, acknowledgements and chunks travel on a private duplicate of MPI_COMM_WORLD.
+constexpr int kStubBytes = 160;
+// Non-blocking receives into host memory smaller than this never look for a stub, so no send
+// below it uses a stub (receives into GPU memory, and blocking ones of kStubBytes or more, check
+// whatever their size).
+constexpr i64 kStubMinBytes = 4096;
+
+// Collective over MPI_COMM_WORLD after init(): the protocol is on where every rank wants it
+// (FERRY_IPC, a GPU or FERRY_PROTOCOL_TEST, the transport up).
+void start_protocol();
+void stop_protocol();
+bool protocol_on();
+// FERRY_PROTOCOL_TEST=1: the stub protocol runs without a GPU, large host sends pipelined.
+bool protocol_test();
+// Pass-through decided at start_protocol (every rank agrees).
+bool passthrough();
+
+// A communicator's ranks as world ranks (kept by receives: the communicator may be freed first).
+struct Ranks {
+  bool world = false;  // MPI_COMM_WORLD itself
+  std::shared_ptr<const std::vector<int>> table;  // empty: an intercommunicator
+  int to_world(int rank) const {
+    if (rank < 0) return -1;
+    if (world) return rank;
+    return table && rank < static_cast<int>(table->size()) ? (*table)[static_cast<std::size_t>(rank)] : -1;
+  }
+};
+// Cached per communicator until forget(comm) (MPI_Comm_free: the handle may come back).
+Ranks ranks_of(MPI_Comm comm);
+int world_rank(MPI_Comm comm, int rank);
+void forget(MPI_Comm comm);
+
+// A receive of `capacity` bytes from `source` of `comm` may get a stub: the protocol is on, the
+// source may send one (any rank of the world, this one included, or MPI_ANY_SOURCE on an
+// intracommunicator), and the buffer takes one: GPU memory (any size) or host memory of at least
+// kStubMinBytes, or kStubBytes for a blocking receive (where only a truncated message can be one,
+// answered so that its sender does not hang).
+bool may_get_stub(i64 capacity, bool device, int source, MPI_Comm comm, bool blocking);
+
+// Where a receive's data goes: `count` elements of `type` at `buf`, GPU or host memory. Holds the
+// translated type, so a receive completes correctly after MPI_Type_free of its datatype.
+struct Target {
+  void* buf = nullptr;
+  i64 count = 0;
+  std::shared_ptr<const Type> type;
+  bool device = false;
+  bool managed = false;  // the host may read it at once: never left for the stream to finish
+  int gpu = -1;          // the CUDA device of GPU memory
+  char* element(i64 k) const;
+  i64 capacity() const { return type ? count * type->size() : 0; }
+};
+Target target(const Route& r);
+
+// How a send must behave in MPI's terms.
+enum class Mode { standard, sync, ready };
+// Serves pending receives while a send waits (the interposer's progress; may be null).
+using Serve = void (*)();
+
+// A stub message on its way out. The caller waits for `request` (serving pending receives
+// meanwhile: the receiver may be waiting for this process), then calls finish() once, which
+// completes what remains (the stub's own send, data the receiver asked for, chunks) and gives back
+// what the send held. `request` is MPI_REQUEST_NULL when nothing is left to wait for.
+class Outgoing {
+ public:
+  virtual ~Outgoing() = default;
+  virtual int finish() = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  // finish() already ran (everything had completed when send() returned): `request` is a
+  // completed request of the MPI's that the caller hands on and needs nothing more for.
+  bool done = false;
+};
+// Sends route `r` (method ipc, local or pipelined, chosen by choose()) to rank `dest` of `comm`
+// with `tag` in `mode`. `blocking`: a pipelined send waits for its chunks here (serving); the
+// rendezvous methods leave the waiting to the caller either way. Null when the method cannot be
+// used after all (no IPC handle for the memory, one chunk only): the caller stages. `*rc` is the
+// MPI result when the stub could not be sent (the Outgoing is then null too).
+std::unique_ptr<Outgoing> send(const Route& r, Mode mode, int dest, int tag, MPI_Comm comm,
+                               bool blocking, Serve serve, int* rc);
+
+// A receive into `to` completed with `st` (`ranks`: its communicator's). When the message is a
+// stub (kStubBytes from a rank that uses the protocol, with the job's magic), the data is moved
+// into the target now (`received`: the bytes that arrived, in staging, or null when they arrived
+// in the target itself), the sender answered and the status fixed; returns true and sets *rc
+// (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit).
+bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc);
+// True when `received` (kStubBytes from `st`'s source) is a stub: the size of its message in *bytes.
+bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes);
+
+// Staging: packs route `r`'s GPU data into pinned host memory `host` (one copy for dense data; the
+// pack the route says otherwise). Waits for the GPU: `host` is complete when it returns.
+void stage(const Route& r, void* host);
+// Unpacks `nbytes` packed bytes at `packed` (host memory; `pinned`: pinned and mapped, which the
+// GPU reads directly) into the target's elements from `first` on; a partial last element receives
+// its leading bytes. GPU targets: waits for the GPU, except where FERRY_ASYNC_RECV is on, the target
+// is device memory and `pool_buffer` is given: a pinned pool buffer holding `packed`, which then
+// goes back to the pool once the queued copy is done (the caller must not put it back). The data
+// is then ordered before later work on the legacy default stream and on blocking streams, as a
+// cudaMemcpy from pageable memory is (docs/design.md). Returns true when it took `pool_buffer`.
+bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first = 0, bool pinned = false,
+             void* pool_buffer = nullptr);
+// FERRY_ASYNC_RECV: small receives into device memory are queued on the legacy stream, not waited.
+bool async_receive();
+// Pinned buffers whose copies are still queued come back to the pool (called by the pool users
+// now and then; cheap when there are none). `all`: wait for them (finalize).
+void reclaim(bool all = false);
+
+// Messages this process sent and received with each stub method so far (tests, benchmarks).
+struct Counters {
+  long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0;
+};
+Counters counters();
 
 }  // namespace ferry::transport

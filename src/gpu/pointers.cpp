@@ -128,6 +128,15 @@ void settle(const Allocation& a) {
   sync_stream(legacy_stream());
 }
 
+Allocation where(const void* p) {
+  if (p == nullptr || !available()) return {Memory::host, nullptr, 0, 0, -1};
+  const bool use_cache = cache_enabled();
+  if (use_cache && host_pages::known(p)) return {Memory::host, nullptr, 0, 0, -1};
+  const Allocation a = allocation_of(p);
+  if (use_cache && a.kind == Memory::host) host_pages::add(p);
+  return a;
+}
+
 Memory memory_of(const void* p) {
   if (p == nullptr || !available()) return Memory::host;
   const bool use_cache = cache_enabled();

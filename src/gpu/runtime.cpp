@@ -361,6 +361,12 @@ void copy(void* dst, const void* src, i64 bytes) {
   FERRY_GPU_CHECK(cudaEventSynchronize(done), site);
 }
 
+void wait_legacy(Site site) {
+  const cudaEvent_t done = copy_event(this_device(site), site);
+  FERRY_GPU_CHECK(cudaEventRecord(done, cudaStreamLegacy), site);
+  FERRY_GPU_CHECK(cudaEventSynchronize(done), site);
+}
+
 void copy_async(void* dst, const void* src, i64 bytes, Stream stream, Site site) {
   FERRY_GPU_CHECK(cudaMemcpyAsync(dst, src, to_size(bytes, site), cudaMemcpyDefault, stream), site);
 }

@@ -104,6 +104,10 @@ void sync_stream(Stream stream, Site site = Site::here());
 bool stream_idle(Stream stream, Site site = Site::here());
 // The legacy default stream (cudaStreamLegacy), which synchronizes with other blocking streams.
 Stream legacy_stream() noexcept;
+// Waits for what is queued on the current device's legacy default stream so far: an event recorded
+// there now and waited for (cheaper than a stream synchronize, and work queued after it by other
+// threads is not waited for). One host-waited GPU operation.
+void wait_legacy(Site site = Site::here());
 // Ferry's own non-blocking stream on the current device (one per device, created on first use,
 // never destroyed) for copies and unpacks it makes on its own. Cached.
 Stream internal_stream(Site site = Site::here());

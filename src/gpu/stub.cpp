@@ -26,6 +26,7 @@ void set_device(int device) {
 }
 Memory memory_of(const void*) { return Memory::host; }
 Allocation allocation_of(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
+Allocation where(const void*) { return {Memory::host, nullptr, 0, 0, -1}; }
 void settle(const Allocation&) {}
 void* alloc_pinned(i64) { no_cuda("alloc_pinned", Site::here()); }
 void free_pinned(void*) noexcept {}
@@ -55,6 +56,7 @@ void destroy_stream(Stream) noexcept {}
 void sync_stream(Stream, Site site) { no_cuda("sync_stream", site); }
 bool stream_idle(Stream, Site site) { no_cuda("stream_idle", site); }
 Stream legacy_stream() noexcept { return nullptr; }
+void wait_legacy(Site site) { no_cuda("wait_legacy", site); }
 Stream internal_stream(Site site) { no_cuda("internal_stream", site); }
 
 Event create_event(bool, Site site) { no_cuda("create_event", site); }

@@ -147,17 +147,23 @@ double Surface::at(i64 size, i64 block_size) const {
 }
 
 Model Model::builtin() {
-  // Shapes from the H200 pair in docs/performance.md: staged through pinned memory and the MPI's
-  // shared memory, pipelined from 4 MiB, IPC from 64 KiB on one node (over NVLink to another GPU
-  // at 350 GB/s; on the same GPU a device copy, about 2 TB/s).
+  // Shapes from the GPU machines (docs/performance.md): staging costs one host-waited GPU
+  // operation on each side (5.5-7 us each) plus the MPI, about 13 us at 8 B; IPC one on the
+  // receiver only (it pulls from the sender's memory, the sender does no GPU work), so it is the
+  // faster method on the node from its 4 KiB floor (over NVLink to another GPU at 350 GB/s; on the
+  // same GPU a device copy, about 2 TB/s); pipelined from 4 MiB across nodes.
   Model m;
   m.info["source"] = "built-in";
   for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node}) {
-    m.set_curve(Method::staged, l, line(15.0, 15.0));
+    m.set_curve(Method::staged, l, line(13.0, 12.0));
     m.set_curve(Method::pipelined, l, line(126.8, 25.0));
   }
-  m.set_curve(Method::ipc, Locality::other_gpu, line(19.2, 350.0));
-  m.set_curve(Method::ipc, Locality::same_gpu, line(19.2, 2000.0));
+  m.set_curve(Method::ipc, Locality::other_gpu, line(9.5, 350.0));
+  m.set_curve(Method::ipc, Locality::same_gpu, line(8.5, 2000.0));
+  // The MPI alone between host buffers of one node (Open MPI 4.1, shared memory; bench_pingpong's
+  // host rows on the H100 and H200 machines), for the pipelined chunk rule.
+  const Curve host{{8, 4096, 65536, 1 << 20, 16 << 20}, {0.4, 2.4, 9.0, 100.0, 1600.0}};
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node}) m.set_mpi_curve(l, host);
   // Pack surfaces (µs; object size x contiguous block size) as ferry-measure measured them on an
   // H200 (docs/img/model_h200_1gpu.json, 2026-11-23): packing on the device and copying once beats
   // the one-shot kernel over the bus only for large objects of 1-byte blocks.
@@ -191,6 +197,23 @@ Model Model::builtin() {
 }
 
 void Model::set_curve(Method m, Locality l, Curve c) { curves_[{m, l}] = std::move(c); }
+void Model::set_mpi_curve(Locality l, Curve c) { mpi_[l] = std::move(c); }
+
+const Curve* Model::mpi_curve(Locality l) const {
+  auto it = mpi_.find(l);
+  return it == mpi_.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+double Model::predict_mpi(Locality l, i64 bytes) const {
+  const Curve* c = mpi_curve(l);
+  if (!c && l == Locality::same_gpu) c = mpi_curve(Locality::other_gpu);
+  if (!c && l == Locality::other_gpu) c = mpi_curve(Locality::same_gpu);
+  if (c) return c->at(bytes);
+  const double staged = predict(Method::staged, l, bytes);
+  const double rest = staged - predict_pack(Pack::one_shot, bytes, bytes) -
+                      predict_pack(Pack::one_shot, bytes, bytes, Direction::unpack);
+  return std::isfinite(rest) ? std::max(rest, staged / 4) : staged / 4;
+}
 void Model::set_surface(Pack p, Surface s, Direction d) { surfaces_[{d, p}] = std::move(s); }
 
 const Curve* Model::curve(Method m, Locality l) const {
@@ -243,6 +266,11 @@ std::string Model::to_json() const {
   for (auto& [key, c] : curves_)
     methods[name(key.first)][name(key.second)] = {{"bytes", c.bytes}, {"us", c.us}};
   j["methods"] = methods;
+  if (!mpi_.empty()) {
+    json mpi = json::object();
+    for (auto& [l, c] : mpi_) mpi[name(l)] = {{"bytes", c.bytes}, {"us", c.us}};
+    j["mpi"] = mpi;
+  }
   json packs = json::object(), unpacks = json::object();
   for (auto& [key, s] : surfaces_)
     (key.first == Direction::pack ? packs : unpacks)[name(key.second)] = {
@@ -283,6 +311,14 @@ Model Model::from_json(const std::string& text) {
         if (!loc || (version == 1 && *loc != Locality::other_node))
           bad("unknown locality '" + lname + "'");
         m.set_curve(*method, *loc, curve_from(c, mname + "/" + lname));
+      }
+    }
+    if (j.contains("mpi")) {  // optional: the MPI's own curves (older files have none)
+      if (!j.at("mpi").is_object()) bad("'mpi' is not an object");
+      for (auto& [lname, c] : j.at("mpi").items()) {
+        auto loc = locality_named(lname);
+        if (!loc) bad("unknown locality '" + lname + "' in mpi");
+        m.set_mpi_curve(*loc, curve_from(c, "mpi/" + lname));
       }
     }
     bool staged = false;

@@ -10,14 +10,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "mpi/ipc.hpp"
+#include <ferry/registry.hpp>
+
+#include "mpi/requests.hpp"
 
 namespace ferry::mpi_detail::early {
 namespace {
 
 struct Message {
   MPI_Comm comm;  // for matching
-  Ranks ranks;    // of comm, when it was received
+  transport::Ranks ranks;  // of comm, when it was received
   MPI_Status status;  // as MPI received it: kStubBytes from the sender
   std::vector<char> bytes;
 };
@@ -105,17 +107,17 @@ Store& store() {
 void announce(const Message& m, MPI_Status* st) {
   *st = m.status;
   ferry::i64 bytes = 0;
-  if (ipc::stub_size(m.bytes.data(), m.ranks, m.status, &bytes)) PMPI_Status_set_elements_x(st, MPI_BYTE, bytes);
+  if (transport::stub_size(m.bytes.data(), m.ranks, m.status, &bytes)) PMPI_Status_set_elements_x(st, MPI_BYTE, bytes);
 }
 
-int deliver(Message& m, const Target& to, MPI_Status* st) {
+int deliver(Message& m, const transport::Target& to, MPI_Status* st) {
   *st = m.status;
   int rc = MPI_SUCCESS;
-  if (ipc::finish_recv(to, m.bytes.data(), m.ranks, st, &rc)) return rc;
+  if (transport::receive(to, m.bytes.data(), m.ranks, st, &rc)) return rc;
   // Not a stub: the bytes of an ordinary message, delivered as MPI would.
-  const ferry::i64 capacity = to.count * to.type->size();
+  const ferry::i64 capacity = to.capacity();
   const ferry::i64 n = std::min<ferry::i64>(capacity, static_cast<ferry::i64>(m.bytes.size()));
-  unpack_into(m.bytes.data(), n, to);
+  transport::unstage(m.bytes.data(), n, to);
   if (capacity < static_cast<ferry::i64>(m.bytes.size())) {
     PMPI_Status_set_elements_x(st, MPI_BYTE, n);
     st->MPI_ERROR = MPI_ERR_TRUNCATE;
@@ -124,13 +126,10 @@ int deliver(Message& m, const Target& to, MPI_Status* st) {
   return MPI_SUCCESS;
 }
 
-Target target_of(void* buf, int count, MPI_Datatype type) {
-  Target to;
-  to.buf = buf;
-  to.count = count;
-  to.type = ferry::lookup(type);
-  to.device = on_device(buf, count, type);
-  return to;
+transport::Target target_of(void* buf, int count, MPI_Datatype type) {
+  transport::Route r = transport::route(buf, count, ferry::lookup(type));
+  transport::choose_unpack(r);
+  return transport::target(r);
 }
 
 struct Done {
@@ -162,8 +161,8 @@ int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message, bool* taken
   *taken = false;
   int got = 0;
   PMPI_Get_count(st, MPI_BYTE, &got);
-  const Ranks ranks = ipc::ranks_of(comm);
-  if (got != ipc::kStubBytes || ranks.to_world(st->MPI_SOURCE) < 0) return MPI_SUCCESS;
+  const transport::Ranks ranks = transport::ranks_of(comm);
+  if (got != transport::kStubBytes || ranks.to_world(st->MPI_SOURCE) < 0) return MPI_SUCCESS;
   auto m = std::make_unique<Message>();
   m->comm = comm;
   m->ranks = ranks;
@@ -185,7 +184,7 @@ int after_probe(MPI_Comm comm, MPI_Status* st, MPI_Message* message, bool* taken
   if (rc != MPI_SUCCESS) return rc;
   *taken = true;
   m->bytes.resize(static_cast<std::size_t>(bytes));
-  if (bytes == ipc::kStubBytes) {
+  if (bytes == transport::kStubBytes) {
     announce(*m, st);
   } else {
     *st = m->status;
@@ -218,7 +217,7 @@ bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
   return recv(target_of(buf, count, type), source, tag, comm, st, rc);
 }
 
-bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc) {
+bool recv(const transport::Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc) {
   if (!any()) return false;
   auto m = store().take(source, tag, comm);
   if (!m) return false;
@@ -258,5 +257,35 @@ int completed_request(const MPI_Status& st, int rc, MPI_Comm comm, MPI_Request* 
   }
   return r;
 }
+
+namespace {
+class Messages {
+ public:
+  void add(MPI_Message m, MPI_Comm c) {
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
+    std::lock_guard lock(mutex_);
+    comms_[m] = c;
+  }
+  MPI_Comm take(MPI_Message m) {
+    std::lock_guard lock(mutex_);
+    auto it = comms_.find(m);
+    if (it == comms_.end()) return MPI_COMM_NULL;
+    MPI_Comm c = it->second;
+    comms_.erase(it);
+    return c;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<MPI_Message, MPI_Comm> comms_;
+};
+Messages& messages() {
+  static auto* m = new Messages();
+  return *m;
+}
+}  // namespace
+
+void remember_message(MPI_Message m, MPI_Comm c) { messages().add(m, c); }
+MPI_Comm take_message(MPI_Message m) { return messages().take(m); }
 
 }  // namespace ferry::mpi_detail::early

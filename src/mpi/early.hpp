@@ -8,9 +8,13 @@
 
 #include <mpi.h>
 
-#include "mpi/common.hpp"
+#include <ferry/transport.hpp>
+
+#include "mpi/hot.hpp"
 
 namespace ferry::mpi_detail::early {
+
+namespace transport = ferry::transport;
 
 bool any();
 
@@ -27,7 +31,7 @@ bool probe(int source, int tag, MPI_Comm comm, MPI_Status* st, MPI_Message* mess
 bool recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Status* st, int* rc);
 // The same into a target (a persistent receive keeps its translated type).
-bool recv(const Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc);
+bool recv(const transport::Target& to, int source, int tag, MPI_Comm comm, MPI_Status* st, int* rc);
 // The same for a Ferry message handle (from after_probe / probe); false if `message` is MPI's.
 // `comm`: where the message came (for errors).
 bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st, int* rc,
@@ -35,5 +39,10 @@ bool mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_St
 // A request that is already complete with `st` and `rc` (an early message received by MPI_Irecv):
 // its wait returns `rc`, raised on `comm`'s error handler.
 int completed_request(const MPI_Status& st, int rc, MPI_Comm comm, MPI_Request* request);
+
+// The communicator of each message MPI_Mprobe / MPI_Improbe matched (MPI's own handle), for its
+// MPI_Mrecv: remembered by the probe, taken by the receive (MPI_COMM_NULL if not known).
+void remember_message(MPI_Message m, MPI_Comm c);
+MPI_Comm take_message(MPI_Message m);
 
 }  // namespace ferry::mpi_detail::early

@@ -4,7 +4,11 @@
 #include <map>
 #include <mutex>
 
+#include "mpi/boundary.hpp"
 #include "mpi/early.hpp"
+#include "mpi/p2p.hpp"
+#include "mpi/requests.hpp"
+#include "mpi/typemap.hpp"
 
 namespace ferry::mpi_detail::persistent {
 namespace {
@@ -103,12 +107,13 @@ bool start(MPI_Request r, int* rc) {
   if (hot::remembered_sends.load(std::memory_order_acquire) == 0 && !early::any()) return false;
   Entry e;
   if (!table().find(r, &e) || e.comm_gone) return false;
-  try {
-    return start(r, e.args, rc);
-  } catch (const ferry::Error& err) {
-    *rc = report(e.args.comm, err);
-    return true;
-  }
+  bool started = true;
+  *rc = guard(e.args.comm, [&] {
+    int result = MPI_SUCCESS;
+    started = start(r, e.args, &result);
+    return result;
+  });
+  return started;
 }
 
 bool start(MPI_Request r, const Args& a, int* rc) {
@@ -117,19 +122,18 @@ bool start(MPI_Request r, const Args& a, int* rc) {
     if (!early::any()) return false;
     MPI_Status st;
     int result = MPI_SUCCESS;
-    Target to;
-    to.buf = a.buf;
-    to.count = a.count;
-    to.type = a.type;
-    to.device = a.device;
-    if (!early::recv(to, a.peer, a.tag, a.comm, &st, &result)) return false;
+    if (!early::recv(transport::target(a.route), a.peer, a.tag, a.comm, &st, &result)) return false;
     *rc = early::completed_request(st, result, a.comm, &in);
   } else if (a.buffered) {
-    ipc::stage_pack(a.buf, a.count, *a.type, a.staging);
+    transport::stage(a.route, a.staging);
     *rc = PMPI_Ibsend(a.staging, a.bytes, MPI_BYTE, a.peer, a.tag, a.comm, &in);
   } else {
-    if (!a.device || !ipc::try_send(a.mode, a.buf, a.count, a.type, a.peer, a.tag, a.comm, &in, rc))
-      return false;
+    const transport::Method m = a.route.method;
+    if (m != transport::Method::ipc && m != transport::Method::local) return false;  // MPI's own start
+    auto out = transport::send(a.route, a.mode, a.peer, a.tag, a.comm, false, serve_now, rc);
+    if (*rc != MPI_SUCCESS) return true;
+    if (!out) return false;  // no IPC handle for the memory after all: staged
+    *rc = p2p::track(std::move(out), &in);
   }
   if (*rc == MPI_SUCCESS) table().set_inner(r, in);
   return true;
@@ -158,4 +162,178 @@ Swap::~Swap() {
   }
 }
 
+
 }  // namespace ferry::mpi_detail::persistent
+
+// ---------------------------------------------------------------------------- the entry points
+
+using namespace ferry::mpi_detail;
+
+namespace {
+
+using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+// Persistent GPU sends: MPI's persistent request on a staging buffer, which each MPI_Start packs
+// into, or, when the route says a stub method (IPC, local), started by Ferry itself
+// (persistent.hpp). MPI_Bsend_init is staged only (a buffered send must complete locally), each
+// start an MPI_Ibsend of the staging buffer. A new persistent handle first clears whatever Ferry
+// remembered under that value (a request MPI freed on an error).
+[[gnu::noinline]] int send_init(InitFn init, const p2p::SendKind& k, const void* buf, int count,
+                                MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* request) noexcept {
+  return guard(comm, [&] {
+    transport::Route r = transport::route(buf, count, type);
+    if (!r.device() || r.method == transport::Method::passthrough || dest == MPI_PROC_NULL) {
+      const int rc = init(buf, count, type, dest, tag, comm, request);
+      if (rc == MPI_SUCCESS) persistent::forget(*request);
+      return rc;
+    }
+    transport::Allow allow = p2p::allow(k, false);
+    allow.pipelined = false;  // persistent sends are not pipelined (staged whole)
+    transport::choose(r, transport::world_rank(comm, dest), allow);
+    const int bytes = p2p::staged_bytes(r.bytes);
+    Staged host(r.bytes);
+    const int rc = init(host.p, bytes, MPI_BYTE, dest, tag, comm, request);
+    if (rc != MPI_SUCCESS) return rc;
+    persistent::forget(*request);
+    Pending p;
+    p.persistent = true;
+    p.route = r;
+    p.staging = host.release();
+    requests().add(*request, p);
+    const bool buffered = !k.rendezvous;
+    if (buffered || transport::protocol_on()) {
+      persistent::Args a;
+      a.route = r;
+      a.peer = dest;
+      a.tag = tag;
+      a.comm = comm;
+      a.mode = k.mode;
+      if (buffered) {
+        a.buffered = true;
+        a.staging = p.staging;
+        a.bytes = bytes;
+      }
+      persistent::remember(*request, std::move(a));
+    }
+    return MPI_SUCCESS;
+  });
+}
+
+struct RecvInitArgs {
+  int source, tag;
+  MPI_Comm comm;
+  MPI_Request* request;
+};
+
+[[gnu::noinline]] int recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                MPI_Request* request) noexcept {
+  return guard(comm, [&] {
+    transport::Route r = transport::route(buf, count, type);
+    if (!transport::protocol_on() && !r.device() && !typemap::marked(type)) {  // issue 14 hook
+      const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, request);
+      if (rc == MPI_SUCCESS) persistent::forget(*request);
+      return rc;
+    }
+    RecvInitArgs x{source, tag, comm, request};
+    const int rc = p2p::post_receive(buf, count, type, source, comm, true, request,
+                                     [](void* b, int n, MPI_Datatype t, void* ctx) {
+                                       auto* y = static_cast<RecvInitArgs*>(ctx);
+                                       return PMPI_Recv_init(b, n, t, y->source, y->tag, y->comm, y->request);
+                                     },
+                                     &x);
+    if (rc != MPI_SUCCESS) return rc;
+    persistent::forget(*request);
+    // Remembered while the stub protocol is on: a probe may take its message early.
+    if (transport::protocol_on() && source != MPI_PROC_NULL && r.type) {
+      persistent::Args a;
+      a.recv = true;
+      transport::choose_unpack(r);
+      a.route = r;
+      a.peer = source;
+      a.tag = tag;
+      a.comm = comm;
+      persistent::remember(*request, std::move(a));
+    }
+    return MPI_SUCCESS;
+  });
+}
+
+// A persistent send packs before MPI starts it; a request becomes active in Ferry's table only
+// once MPI has started it (so progress never asks MPI about a request that is not started).
+[[gnu::noinline]] int start(MPI_Request* request) noexcept {
+  int rc = MPI_SUCCESS;
+  if (persistent::start(*request, &rc)) return rc;
+  if (hot::no_requests()) return PMPI_Start(request);
+  const MPI_Request r = *request;
+  rc = guard(MPI_COMM_WORLD, [&] { return requests().start(r), MPI_SUCCESS; });
+  if (rc != MPI_SUCCESS) return rc;
+  rc = PMPI_Start(request);
+  if (rc == MPI_SUCCESS) requests().activate(r);
+  return rc;
+}
+
+[[gnu::noinline]] int startall(int count, MPI_Request* reqs) noexcept {
+  if (count < 0 || (count > 0 && !reqs)) return PMPI_Startall(count, reqs);
+  // Those Ferry starts itself are left out of MPI's start (MPI starts the rest, in order).
+  std::vector<MPI_Request> rest;
+  for (int i = 0; i < count; ++i) {
+    int rc = MPI_SUCCESS;
+    if (reqs[i] != MPI_REQUEST_NULL && persistent::start(reqs[i], &rc)) {
+      if (rc != MPI_SUCCESS) return rc;
+      continue;
+    }
+    rest.push_back(reqs[i]);
+  }
+  int rc = guard(MPI_COMM_WORLD, [&] {
+    for (MPI_Request r : rest) requests().start(r);
+    return MPI_SUCCESS;
+  });
+  if (rc != MPI_SUCCESS || rest.empty()) return rc;
+  rc = PMPI_Startall(static_cast<int>(rest.size()), rest.data());
+  if (rc == MPI_SUCCESS)
+    for (MPI_Request r : rest) requests().activate(r);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return send_init(PMPI_Send_init, p2p::kSend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return send_init(PMPI_Ssend_init, p2p::kSsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return send_init(PMPI_Rsend_init, p2p::kRsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return send_init(PMPI_Bsend_init, p2p::kBsend, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return recv_init(buf, count, type, source, tag, comm, request);
+}
+
+int MPI_Start(MPI_Request* request) {
+  if (!request) return PMPI_Start(request);
+  return start(request);
+}
+
+int MPI_Startall(int count, MPI_Request requests_[]) {
+  if (hot::no_requests() && hot::remembered_sends.load() == 0 && !early::any())
+    return PMPI_Startall(count, requests_);
+  return startall(count, requests_);
+}
+
+}  // extern "C"

@@ -2,9 +2,9 @@
 //
 // MPI_Start normally starts MPI's own persistent request (a staged GPU send first packs into the
 // request's staging buffer). Two kinds of start cannot go that way:
-//  - a persistent GPU send that the model sends over CUDA IPC: a fixed MPI request cannot carry a
-//    stub in place of the data, so the stub goes out with a non-blocking send (ipc::try_send),
-//    whose request does the work;
+//  - a persistent GPU send that goes by a stub method (IPC, or local to this process): a fixed MPI
+//    request cannot carry a stub in place of the data, so the stub goes out with a non-blocking
+//    send (transport::send), whose request does the work;
 //  - a persistent receive whose message a probe has already taken (early.hpp): MPI would never
 //    match it again, so the message is delivered at once and a completed generalized request
 //    stands for the receive.
@@ -20,23 +20,24 @@
 #include <memory>
 #include <vector>
 
-#include "mpi/common.hpp"
-#include "mpi/ipc.hpp"
+#include <ferry/transport.hpp>
+
+#include "mpi/hot.hpp"
 
 namespace ferry::mpi_detail::persistent {
+
+namespace transport = ferry::transport;
 
 // What the init call was given. The translated type is kept: the application may free its
 // datatype while the request lives.
 struct Args {
   bool recv = false;
-  void* buf = nullptr;
-  int count = 0;
-  std::shared_ptr<const ferry::Type> type;
+  // The buffer, decided once at init (sends: with the method, for every start).
+  transport::Route route;
   int peer = 0;  // destination or source
   int tag = 0;
   MPI_Comm comm = MPI_COMM_NULL;
-  ipc::Mode mode = ipc::Mode::standard;
-  bool device = false;  // the buffer is GPU memory
+  transport::Mode mode = transport::Mode::standard;
   // MPI_Bsend_init of GPU data: every start packs into `staging` (`bytes` long) and sends it with
   // MPI_Ibsend. (Open MPI 4.1.6 restarts a persistent buffered send with the wrong data: from
   // the second MPI_Start on, the receiver gets zeros.)

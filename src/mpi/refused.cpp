@@ -1,9 +1,11 @@
 // The calls Ferry does not serve (refused.def): GPU memory in them is MPI_ERR_BUFFER, reported the
 // way MPI reports its own errors, instead of a crash inside an MPI that is not CUDA-aware.
 //
-// Host buffers pay what the host fast path pays (common.hpp, hot::): a named type on a page the
-// pointer cache knows as host memory is decided by a few loads; anything else asks on_device().
-#include "mpi/common.hpp"
+// Host buffers pay what the host fast path pays (hot.hpp): a named type on a page the pointer
+// cache knows as host memory is decided by a few loads; anything else asks the transport's route.
+#include <ferry/transport.hpp>
+
+#include "mpi/hot.hpp"
 #include "sys/error.hpp"
 
 #include <cstdio>
@@ -19,7 +21,7 @@ bool device(const void* buf, int count, MPI_Datatype type) {
   if (count <= 0 || !hot::gpu) return false;
   const int size = hot::named_size(type);
   if (size >= 0 && hot::host_buffer(buf, count, size)) return false;
-  return on_device(buf, count, type);
+  return ferry::transport::route(buf, count, type).device();
 }
 
 // Whose error handler hears of a refusal (MPI's rule: the object the call works on; calls

@@ -16,7 +16,8 @@
 #include <set>
 #include <sstream>
 
-#include "mpi/common.hpp"
+#include "mpi/boundary.hpp"
+#include "mpi/hot.hpp"
 #include "sys/env.hpp"
 
 namespace ferry::mpi_detail::reorder {

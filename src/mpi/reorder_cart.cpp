@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "mpi/common.hpp"
+#include "mpi/boundary.hpp"
+#include "mpi/hot.hpp"
 #include "mpi/reorder.hpp"
 #include "sys/error.hpp"
 

@@ -9,7 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include "mpi/common.hpp"
+#include "mpi/boundary.hpp"
+#include "mpi/hot.hpp"
 #include "mpi/reorder.hpp"
 #include "sys/error.hpp"
 

@@ -1,6 +1,9 @@
 // The probe of the MPI's typemap and the marking of committed types (typemap.hpp says why).
 #include "mpi/typemap.hpp"
 
+#include <ferry/pack.hpp>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -228,13 +231,15 @@ bool marked_slow(MPI_Datatype type) {
   return marked_set().count(type) != 0;
 }
 
-namespace {
-std::shared_ptr<const ferry::Type> sized(MPI_Datatype type, int count, int* bytes) {
-  return staged_type(type, count, bytes);
+std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes) {
+  auto t = ferry::lookup(type);
+  const i64 n = ferry::pack_size(count, *t);
+  if (n > INT32_MAX) throw ferry::Error(MPI_ERR_COUNT, "staged message over 2 GiB");
+  *bytes = static_cast<int>(n);
+  return t;
 }
-}  // namespace
 
-Packed::Packed(const void* buf, int count, MPI_Datatype t) : bytes(0), type(sized(t, count, &bytes)), staging(bytes) {
+Packed::Packed(const void* buf, int count, MPI_Datatype t) : bytes(0), type(staged_type(t, count, &bytes)), staging(bytes) {
   i64 pos = 0;
   ferry::pack(buf, count, *type, staging.p, bytes, &pos);
 }
@@ -243,12 +248,12 @@ void unpack(const void* staging, const MPI_Status* st, void* buf, int count,
             const std::shared_ptr<const ferry::Type>& type) {
   MPI_Count got = 0;
   PMPI_Get_elements_x(st, MPI_BYTE, &got);
-  Target to;
+  transport::Target to;
   to.buf = buf;
   to.count = count;
   to.type = type;
   to.device = false;
-  unpack_into(staging, got, to);
+  transport::unstage(staging, got, to);
 }
 
 }  // namespace typemap

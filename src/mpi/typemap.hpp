@@ -21,16 +21,19 @@
 // buffers keep the MPI's own typemap.
 #pragma once
 
+#include <ferry/registry.hpp>
+#include <ferry/transport.hpp>
+#include <ferry/type.hpp>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
 
-#include <ferry/type.hpp>
-
-#include "mpi/common.hpp"
-#include "mpi/ipc.hpp"
+#include "mpi/boundary.hpp"
+#include "mpi/hot.hpp"
+#include "mpi/requests.hpp"
 
 namespace ferry::mpi_detail::typemap {
 
@@ -50,6 +53,10 @@ inline bool marked(MPI_Datatype type) {
   return marked_count.load(std::memory_order_relaxed) > 0 && marked_slow(type);
 }
 
+// The committed type and the packed size of `count` of it, which travels as an int count of bytes
+// (MPI_ERR_COUNT over 2 GiB).
+std::shared_ptr<const ferry::Type> staged_type(MPI_Datatype type, int count, int* bytes);
+
 // `count` elements of `type` at `buf` packed by Ferry's engine, in a pooled buffer.
 struct Packed {
   int bytes;
@@ -61,82 +68,67 @@ struct Packed {
 void unpack(const void* staging, const MPI_Status* st, void* buf, int count,
             const std::shared_ptr<const ferry::Type>& type);
 
+// The hooks below run inside the entries' guard() (boundary.hpp): errors are thrown.
+
 // A send: `send(bytes, n)` sends n bytes (MPI_BYTE) the way the caller sends.
 template <class Send>
-int send(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Send send) {
-  try {
-    Packed p(buf, count, type);
-    return send(static_cast<const void*>(p.staging.p), p.bytes);
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+int send(const void* buf, int count, MPI_Datatype type, Send send) {
+  Packed p(buf, count, type);
+  return send(static_cast<const void*>(p.staging.p), p.bytes);
 }
 
 // A non-blocking send: `post(bytes, n)` posts it on `*request`, which keeps the staging.
 template <class Post>
-int isend(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Request* request, Post post) {
-  try {
-    Packed p(buf, count, type);
-    const int rc = post(static_cast<const void*>(p.staging.p), p.bytes);
-    if (rc != MPI_SUCCESS) return rc;
-    Pending pending;
-    pending.staging = p.staging.release();
-    requests().add(*request, std::move(pending));
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+int isend(const void* buf, int count, MPI_Datatype type, MPI_Request* request, Post post) {
+  Packed p(buf, count, type);
+  const int rc = post(static_cast<const void*>(p.staging.p), p.bytes);
+  if (rc != MPI_SUCCESS) return rc;
+  Pending pending;
+  pending.staging = p.staging.release();
+  return requests().add_or_finish(*request, std::move(pending));
 }
 
 // A blocking receive: `recv(bytes, n, st)` receives n bytes into `bytes` with status `st`.
 template <class Recv>
-int recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status* st, Recv recv) {
-  try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    Staged staging(std::max(bytes, ipc::kStubBytes));  // room for an IPC stub
-    const int rc = recv(staging.p, bytes, st);
-    if (rc == MPI_SUCCESS || rc == MPI_ERR_TRUNCATE) unpack(staging.p, st, buf, count, t);
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+int recv(void* buf, int count, MPI_Datatype type, MPI_Status* st, Recv recv) {
+  int bytes = 0;
+  auto t = staged_type(type, count, &bytes);
+  Staged staging(std::max<i64>(bytes, transport::kStubBytes));  // room for a stub
+  const int rc = recv(staging.p, bytes, st);
+  if (rc == MPI_SUCCESS || rc == MPI_ERR_TRUNCATE) unpack(staging.p, st, buf, count, t);
+  return rc;
 }
 
 // A non-blocking (or persistent) receive: `post(bytes, n)` posts it into staging; completion
-// unpacks. `may_be_stub`: the receive may get an IPC stub (then fetched into the staging first).
+// unpacks. `may_be_stub`: the receive may get a stub (its data then lands in the staging first).
 template <class Post>
-int irecv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, bool persistent, bool may_be_stub,
-          const Ranks& ranks, MPI_Request* request, Post post) {
-  try {
-    int bytes = 0;
-    auto t = staged_type(type, count, &bytes);
-    Staged staging(std::max(bytes, ipc::kStubBytes));
-    const int rc = post(staging.p, bytes);
-    if (rc != MPI_SUCCESS) return rc;
-    Pending p;
-    p.recv = true;
-    p.device = false;
-    p.persistent = persistent;
-    p.buf = staging.p;  // an IPC stub's data lands in the staging, as bytes
-    p.count = bytes;
-    p.type = ferry::lookup(MPI_BYTE);
-    p.may_be_stub = may_be_stub;
-    p.ranks = ranks;
-    p.finish = [staging = staging.p, buf, count, t](const MPI_Status* st) {
-      try {
-        unpack(staging, st, buf, count, t);
-      } catch (const ferry::Error& e) {
-        return e.mpi_error_class();
-      }
-      return MPI_SUCCESS;
-    };
-    p.staging = staging.release();
-    requests().add(*request, std::move(p));
-    return rc;
-  } catch (const ferry::Error& e) {
-    return report(comm, e);
-  }
+int irecv(void* buf, int count, MPI_Datatype type, bool persistent, bool may_be_stub,
+          const transport::Ranks& ranks, MPI_Request* request, Post post) {
+  int bytes = 0;
+  auto t = staged_type(type, count, &bytes);
+  Staged staging(std::max<i64>(bytes, transport::kStubBytes));
+  const int rc = post(staging.p, bytes);
+  if (rc != MPI_SUCCESS) return rc;
+  Pending p;
+  p.recv = true;
+  p.persistent = persistent;
+  p.to.buf = staging.p;  // a stub's data lands in the staging, as bytes
+  p.to.count = bytes;
+  p.to.type = ferry::lookup(MPI_BYTE);
+  p.to.device = false;
+  p.may_be_stub = may_be_stub;
+  p.ranks = ranks;
+  p.finish = [staging = staging.p, buf, count, t](const MPI_Status* st) {
+    try {
+      unpack(staging, st, buf, count, t);
+    } catch (const ferry::Error& e) {
+      return e.mpi_error_class();
+    }
+    return MPI_SUCCESS;
+  };
+  p.staging = staging.release();
+  requests().add(*request, std::move(p));
+  return rc;
 }
 
 }  // namespace ferry::mpi_detail::typemap

@@ -42,8 +42,9 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::pipeline_min, "FERRY_PIPELINE_MIN", Kind::bytes, "", 0, kMax, "",
      "Device messages of at least this many packed bytes are pipelined where IPC is not taken "
      "(never below 1M). Unset: the model decides."},
-    {Knob::pipeline_chunk, "FERRY_PIPELINE_CHUNK", Kind::bytes, "1M", 4096, i64{1} << 40, "",
-     "Bytes per chunk of a pipelined message (rounded down to whole elements)."},
+    {Knob::pipeline_chunk, "FERRY_PIPELINE_CHUNK", Kind::bytes, "", 4096, i64{1} << 40, "",
+     "Bytes per chunk of a pipelined message (rounded down to whole elements). Unset: where the "
+     "model's pack, MPI and unpack stages balance (MPI-ACC's rule)."},
     {Knob::ipc_cache, "FERRY_IPC_CACHE", Kind::integer, "128", 0, 1 << 20, "",
      "Peers' allocations kept mapped over IPC, the least recently used closed first; 0 closes "
      "each after its message (for programs that open the same IPC handles themselves)."},
@@ -79,6 +80,12 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::protocol_test, "FERRY_PROTOCOL_TEST", Kind::flag, "0", 0, 0, "",
      "Tests: large host-buffer sends take the pipelined stub protocol, so CI runs it without a "
      "GPU."},
+    {Knob::passthrough, "FERRY_PASSTHROUGH", Kind::choice, "auto", 0, 0, "auto|on|off",
+     "GPU buffers go to the MPI as they are when it is CUDA-aware: `auto` when the MPI says so "
+     "(MPIX_Query_cuda_support, MPIX_GPU_query_support), `on` always, `off` never."},
+    {Knob::async_recv, "FERRY_ASYNC_RECV", Kind::flag, "0", 0, 0, "",
+     "1: a staged receive into device memory returns once its copy is queued on the legacy default "
+     "stream, not finished (ordered before later work there, as cudaMemcpy from pageable memory)."},
     {Knob::reorder, "FERRY_REORDER", Kind::flag, "1", 0, 0, "",
      "MPI_Dist_graph_create(_adjacent), MPI_Graph_create and MPI_Cart_create with reorder = 1 "
      "renumber ranks so heavy edges stay inside a node and on fast GPU links (on one node with "

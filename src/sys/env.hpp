@@ -46,6 +46,8 @@ enum class Knob : int {
   halo_timeout,
   halo_verbose,
   protocol_test,
+  passthrough,
+  async_recv,
   reorder,
   count
 };

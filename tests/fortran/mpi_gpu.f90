@@ -116,6 +116,8 @@ program ferry_fortran_gpu
   ierr = cudaFree(pbig)
   call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   if (me == 0 .and. total == 0) print '(a)', 'fortran gpu: correct'
+  ! A main program's allocatables are never freed by themselves: LeakSanitizer would report them.
+  deallocate(h, hbig)
   call MPI_Finalize(ierr)
   if (total /= 0) stop 1
 

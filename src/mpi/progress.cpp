@@ -1,0 +1,141 @@
+// Progress (dissertation §5.6): a sender may wait for its acknowledgement while the receiver sits
+// in another blocking call, so blocking calls serve the receives that may hold a stub while any
+// are pending, and complete the requests the application freed while active.
+#include <chrono>
+
+#include "mpi/requests.hpp"
+
+namespace ferry::mpi_detail {
+
+// A request the application gave up (MPI_Request_free while active): Ferry completes and frees it.
+void Requests::complete_detached(MPI_Request r) {
+  MPI_Request h = r;
+  int flag = 0;
+  MPI_Status st;
+  if (PMPI_Test(&h, &flag, &st) != MPI_SUCCESS) {  // it ended in an error nobody can be told
+    drop(r);
+    hot::detached.fetch_sub(1);
+    return;
+  }
+  if (!flag) return;
+  bool persistent = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = locate(r);
+    if (it != table_.end()) persistent = it->second.persistent;
+  }
+  try {
+    complete(r, &st);
+  } catch (...) {  // nobody is left to tell
+  }
+  if (persistent) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r);
+      if (it != table_.end()) it->second.detached = false;
+    }
+    forget_persistent(r);
+    PMPI_Request_free(&h);
+  }
+  hot::detached.fetch_sub(1);
+}
+
+void Requests::progress_of(bool all_threads, std::thread::id me) {
+  std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
+  if (!stub_lock.owns_lock()) return;  // another thread is at it
+  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [r, p] : table_) {
+      if (!all_threads && p.owner != me) continue;
+      if (p.detached) {
+        detached.emplace_back(r, p.id);
+      } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
+        candidates.emplace_back(r, p.id);
+      }
+    }
+  }
+  for (auto [r, id] : detached) complete_detached(r);
+  for (auto [r, id] : candidates) {
+    int flag = 0;
+    MPI_Status st;
+    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
+    Pending p;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.stub_state != 0) continue;
+      p = it->second;
+    }
+    int cancelled = 0;
+    PMPI_Test_cancelled(&st, &cancelled);
+    int rc = MPI_SUCCESS;
+    bool stub = false;
+    try {  // progress runs inside any MPI call: an error is kept for the request's completion
+      stub = !cancelled && transport::receive(p.to, p.staging, p.ranks, &st, &rc);
+    } catch (const ferry::Error& e) {
+      stub = true;
+      rc = e.mpi_error_class();
+    } catch (...) {
+      stub = true;
+      rc = MPI_ERR_INTERN;
+    }
+    std::lock_guard lock(mutex_);
+    auto it = locate(r, id);
+    if (it == table_.end()) continue;
+    count_stub(it->second, -1);
+    it->second.stub_state = stub ? 1 : 2;
+    it->second.stub_rc = rc;
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
+    it->second.stub_bytes = n;
+  }
+}
+
+void serve_now() { serve(); }
+
+int wait_serving(MPI_Request* request, MPI_Status* status) {
+  if (!requests().polling()) return PMPI_Wait(request, status);
+  for (;;) {
+    int flag = 0;
+    int rc = PMPI_Test(request, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    requests().progress();
+  }
+}
+
+ServeWhileBlocked::ServeWhileBlocked() {
+  serve();
+  if (!hot::threads || !requests().polling()) return;
+  const int device = ferry::gpu::current_device();
+  helper_ = std::thread([this, owner = std::this_thread::get_id(), device] {
+    // On the owner's device (IPC copies go to its current device). Polls while the owner blocks;
+    // backs off when nothing arrives, so the blocked call keeps most of the MPI to itself.
+    try {
+      ferry::gpu::set_device(device);
+    } catch (const ferry::Error&) {
+      return;  // no GPU to serve from: the entry was served, as without threads
+    }
+    int idle = 0;
+    while (!stop_.load(std::memory_order_acquire) && requests().polling()) try {
+      const int before = hot::stubs.load() + hot::detached.load();
+      requests().progress_for(owner);
+      if (hot::stubs.load() + hot::detached.load() < before) {
+        idle = 0;
+      } else if (++idle > 64) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else {
+        std::this_thread::yield();
+      }
+    } catch (...) {  // progress keeps its errors for the requests; nothing else may escape a thread
+      return;
+    }
+  });
+}
+
+ServeWhileBlocked::~ServeWhileBlocked() {
+  stop_.store(true, std::memory_order_release);
+  if (helper_.joinable()) helper_.join();
+}
+
+}  // namespace ferry::mpi_detail

@@ -1,0 +1,226 @@
+// The receivers of the stub protocol (transport.hpp, receive()): IPC, local and pipelined.
+#include <ferry/pack.hpp>
+#include <ferry/transport.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gpu/runtime.hpp"
+#include "transport/methods.hpp"
+#include "transport/wire.hpp"
+
+namespace ferry::transport {
+
+namespace {
+
+using wire::Stub;
+
+// Answers a sender however the receive ends, so it never waits for ever: kAckDone unless the
+// receiver asks for the data (need_data), before receiving it.
+struct Answer {
+  int peer, tag;
+  std::uint64_t word[2];
+  bool sent = false;
+  void send() {
+    if (!sent) PMPI_Send(word, 2, MPI_UINT64_T, peer, tag, wire::state().ctl);
+    sent = true;
+  }
+  void need_data() {
+    word[0] = wire::kAckNeedData;
+    send();
+  }
+  ~Answer() { send(); }
+};
+
+std::uint64_t key_of(const Target& to) { return to.device ? gpu::device_key(to.gpu) : 0; }
+
+// The data, staged on the private communicator after a kAckNeedData.
+void receive_staged(const Stub& s, int sw, i64 take, const Target& to) {
+  Buffer host(pinned_pool(), s.bytes);
+  PMPI_Recv(host.get(), static_cast<int>(s.bytes), MPI_BYTE, sw, wire::data_tag(s.seq), wire::state().ctl,
+            MPI_STATUS_IGNORE);
+  unstage(host.get(), take, to, 0, true);
+}
+
+const void* at(const void* p, i64 offset) {
+  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(offset));
+}
+
+// `scount` elements of `stype` at `sorigin` (GPU memory: this process's, or a peer's mapped over
+// IPC), `sbytes` in all, into the target, of which `take` bytes fit: one copy or one kernel from
+// the sender's layout straight into the receiver's when the whole message lands in whole
+// elements of GPU memory; else packed into a device or pinned buffer and unpacked from there.
+void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take,
+                   const Target& to, gpu::Stream s, bool legacy) {
+  const Type& rt = *to.type;
+  const i64 rsize = rt.size();
+  auto wait = [&] {
+    if (legacy) methods::wait_legacy();
+    else gpu::sync_stream(s);
+  };
+  if (take <= 0 || rsize <= 0) return;
+  if (to.device && take == sbytes && take % rsize == 0) {
+    const char* sfirst = static_cast<const char*>(at(sorigin, stype.data_lb(scount)));
+    char* rfirst = to.element(0) + rt.true_lb();
+    if (stype.dense() && rt.dense()) {
+      gpu::copy_async(rfirst, sfirst, take, s);
+    } else if (rt.dense()) {
+      gpu::pack_async(sorigin, scount, stype, rfirst, s);
+    } else if (stype.dense()) {
+      gpu::unpack_async(sfirst, to.buf, take / rsize, rt, s);
+    } else {
+      gpu::copy_async(sorigin, scount, stype, to.buf, take / rsize, rt, s);
+    }
+    wait();
+    return;
+  }
+  if (to.device) {  // truncated or ending inside an element: pack, then deliver the leading bytes
+    const Buffer dev(device_pool(gpu::this_device()), sbytes);
+    gpu::pack_async(sorigin, scount, stype, dev.get(), s);
+    wait();
+    methods::deliver_packed(static_cast<const char*>(dev.get()), take, to);
+    return;
+  }
+  Buffer host(pinned_pool(), sbytes);  // a host target: packed over the bus, unpacked by the CPU
+  gpu::pack_async(sorigin, scount, stype, host.get(), s);
+  wait();
+  unstage(host.get(), take, to, 0, true);
+}
+
+// IPC: the receiver pulls from the sender's GPU memory (mapped once per allocation), then answers.
+void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
+  const wire::State& w = wire::state();
+  // Held until after the acknowledgement (declared first, released last).
+  IpcCache::Lease mapped;
+  Answer ack{sw, wire::ack_tag(s.seq), {wire::kAckDone, key_of(to)}};
+  std::shared_ptr<const Type> stype;
+  if (s.type_key != 0 && (s.flags & wire::kDescribed)) {  // on its way whatever happens here
+    MPI_Status st;
+    PMPI_Probe(sw, wire::desc_tag(s.seq), w.ctl, &st);
+    int n = 0;
+    PMPI_Get_count(&st, MPI_BYTE, &n);
+    std::vector<char> text(static_cast<std::size_t>(std::max(n, 0)));
+    PMPI_Recv(text.data(), n, MPI_BYTE, sw, wire::desc_tag(s.seq), w.ctl, MPI_STATUS_IGNORE);
+    stype = wire::describe().learn(sw, s.type_key, text);
+  } else if (s.type_key != 0) {
+    stype = wire::describe().known(sw, s.type_key);
+  }
+  mapped = ipc_cache().open(s.sender, s.base, s.alloc_id, s.handle);
+  if (!mapped || (s.type_key != 0 && !stype)) {
+    // The handle did not open here (another node's, or the allocation is mapped in this process
+    // already: IpcCache), or the layout is not known: the data comes staged.
+    ack.need_data();
+    receive_staged(s, sw, take, to);
+    return;
+  }
+  const char* first = static_cast<const char*>(mapped.get()) + s.offset;
+  if (s.type_key == 0) {
+    methods::deliver_packed(first, take, to);
+  } else {
+    deliver_typed(at(first, -stype->data_lb(s.count)), s.count, *stype, s.bytes, take, to, wire::stream(), false);
+  }
+}  // ~Answer acknowledges
+
+// Local: the sender is this process; its record says where the data is.
+void receive_local(const Stub& s, i64 take, const Target& to) {
+  const wire::State& w = wire::state();
+  Answer ack{w.rank, wire::ack_tag(s.seq), {wire::kAckDone, 0}};
+  const auto rec = methods::local_find(static_cast<i64>(s.base));
+  if (!rec) {
+    ack.need_data();
+    receive_staged(s, w.rank, take, to);
+    return;
+  }
+  if (to.device && rec->device >= 0 && to.gpu >= 0 && rec->device != to.gpu && gpu::can_access_peer(to.gpu, rec->device))
+    gpu::enable_peer_access(rec->device);  // the peer method: another GPU of this process
+  // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
+  deliver_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), true);
+}
+
+// Pipelined: every chunk's receive is posted at once into one pinned buffer; as each arrives, the
+// whole receive elements it completes are unpacked while the next chunks come in.
+void receive_pipelined(const Stub& s, int sw, i64 take, const Target& to) {
+  const i64 chunk = s.offset;
+  if (chunk <= 0) return;
+  const i64 nchunks = (s.bytes + chunk - 1) / chunk;
+  Buffer host(pinned_pool(), s.bytes);
+  char* base = static_cast<char*>(host.get());
+  std::vector<MPI_Request> r(static_cast<std::size_t>(nchunks));
+  for (i64 c = 0; c < nchunks; ++c)
+    PMPI_Irecv(base + c * chunk, static_cast<int>(std::min(chunk, s.bytes - c * chunk)), MPI_BYTE, sw,
+               wire::data_tag(s.seq), wire::state().ctl, &r[static_cast<std::size_t>(c)]);
+  const Type& t = *to.type;
+  const i64 size = t.size();
+  const bool on_gpu = to.device && gpu::available();
+  i64 done = 0;  // elements unpacked
+  try {
+    for (i64 c = 0; c < nchunks; ++c) {
+      PMPI_Wait(&r[static_cast<std::size_t>(c)], MPI_STATUS_IGNORE);
+      const i64 covered = size ? std::min(take, (c + 1) * chunk) / size : 0;
+      if (covered <= done || t.dense()) continue;
+      if (on_gpu) {  // asynchronous: overlaps the next chunks' arrival
+        gpu::unpack_async(base + done * size, to.element(done), covered - done, t, wire::stream());
+      } else {
+        unstage(base + done * size, (covered - done) * size, to, done, true);
+      }
+      done = covered;
+    }
+  } catch (...) {
+    for (auto& q : r) PMPI_Wait(&q, MPI_STATUS_IGNORE);  // the sender's chunks must all arrive
+    if (on_gpu) wire::quiesce(wire::stream());
+    throw;
+  }
+  if (on_gpu) gpu::sync_stream(wire::stream());
+  unstage(base + done * size, take - done * size, to, done, true);  // dense data, or the partial tail
+}
+
+}  // namespace
+
+bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc) {
+  const wire::State& w = wire::state();
+  if (!w.on || st->MPI_SOURCE < 0 || !to.type) return false;
+  int got = 0;
+  PMPI_Get_count(st, MPI_BYTE, &got);
+  if (got != kStubBytes) return false;
+  const int sw = ranks.to_world(st->MPI_SOURCE);
+  if (sw < 0) return false;
+  const Type& t = *to.type;
+  std::vector<char> packed;
+  if (!received) {  // the bytes went into the application's host buffer, laid out by its type
+    if (t.size() <= 0) return false;
+    const i64 elems = std::min(to.count, (kStubBytes + t.size() - 1) / t.size());
+    packed.resize(static_cast<std::size_t>(elems * t.size()));
+    i64 pos = 0;
+    ferry::pack(to.buf, elems, t, packed.data(), static_cast<i64>(packed.size()), &pos);
+    if (pos < kStubBytes) return false;
+    received = packed.data();
+  }
+  Stub s;
+  if (!wire::parse(received, sw, &s) || (s.kind == wire::kLocal) != (sw == w.rank)) return false;
+  const i64 capacity = to.capacity();
+  const i64 take = std::min(s.bytes, capacity);
+  switch (s.kind) {
+    case wire::kIpc:
+      learn_gpu(sw, s.gpu);
+      fetch_ipc(s, sw, take, to);
+      wire::stats().ipc_received.fetch_add(1);
+      break;
+    case wire::kLocal: receive_local(s, take, to); break;
+    default:
+      learn_gpu(sw, s.gpu);
+      receive_pipelined(s, sw, take, to);
+  }
+  PMPI_Status_set_elements_x(st, MPI_BYTE, take);
+  *rc = s.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+  if (*rc != MPI_SUCCESS) st->MPI_ERROR = *rc;
+  return true;
+}
+
+bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes) {
+  Stub s;
+  if (!wire::parse(received, ranks.to_world(st.MPI_SOURCE), &s)) return false;
+  *bytes = s.bytes;
+  return true;
+}
+
+}  // namespace ferry::transport
