@@ -50,6 +50,23 @@ long ferry_mpi_pending(void);
 int ferry_mpi_force_method(const char* name);
 int ferry_mpi_force_pack(const char* name);
 
+/* The stream the data of this thread's sends is produced on (a cudaStream_t; NULL: none). Ferry
+ * then reads a GPU send buffer (MPI_Send and its modes, MPI_Isend, persistent sends from the
+ * request's creation, MPI_Sendrecv, MPI_Pack) only after the work queued on that stream before the
+ * call, so a kernel that writes the buffer need not be followed by a synchronize:
+ *     my_kernel<<<g, b, 0, s>>>(dev_buf);
+ *     ferry_mpi_set_stream(s);
+ *     MPI_Send(dev_buf, n, MPI_DOUBLE, peer, 0, comm);   // sends the kernel's output
+ * Without a stream, MPI's semantics stay: the data must be complete when the call is made. Cost:
+ * one host wait for the stream per send of GPU data. Always returns 0. */
+int ferry_mpi_set_stream(void* stream);
+void* ferry_mpi_get_stream(void);
+/* The keyvals of the same stream as an attribute (overriding the thread's): of a communicator
+ * (MPI_Comm_set_attr(comm, *comm_keyval, stream)) or of a datatype (MPI_Type_set_attr; wins over
+ * the communicator's). Copied with MPI_Comm_dup / MPI_Type_dup. Made at the first call, which needs
+ * an initialized MPI (else MPI_ERR_OTHER); either pointer may be NULL. */
+int ferry_mpi_stream_keyvals(int* comm_keyval, int* type_keyval);
+
 #ifdef __cplusplus
 }
 #endif

@@ -360,6 +360,10 @@ struct Route {
   model::Locality locality = model::Locality::other_node;
   Method method = Method::host;
   model::Pack pack = model::Pack::one_shot;  // how staging packs (a send) or unpacks (a receive)
+  // The stream the application produces this send's data on (ferry_mpi_set_stream or a stream
+  // attribute, issue 14): stage() and send() read the data only after that stream's work. Null:
+  // the application synchronized before the call, as MPI assumes.
+  gpu::Stream producer = nullptr;
   bool device() const { return memory.device(); }
   // The lowest byte the message touches (origin + type's data lower bound).
   const char* first() const;

@@ -8,6 +8,7 @@
 #include "mpi/early.hpp"
 #include "mpi/p2p.hpp"
 #include "mpi/typemap.hpp"
+#include "mpi/stream.hpp"
 
 namespace ferry::mpi_detail {
 namespace {
@@ -62,6 +63,7 @@ bool plain_route(const void* buf, int count, MPI_Datatype type) {
                                        int source, int recvtag, MPI_Comm comm, MPI_Status* status) noexcept {
   return guard(comm, [&] {
     transport::Route r = transport::route(buf, count, type);
+    r.producer = producer::of(comm, type);  // issue 14
     const bool dev = r.device() && r.method != transport::Method::passthrough;
     const i64 capacity = r.type ? r.bytes : static_cast<i64>(count) * type_size(type);
     const bool may = transport::may_get_stub(capacity, dev, source, comm, true);

@@ -3,10 +3,14 @@
 
 #include <ferry/pack.hpp>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "gpu/runtime.hpp"
+#include "sys/error.hpp"
 #include "mpi/requests.hpp"
 
 namespace ferry::mpi_detail::coll {
@@ -36,11 +40,30 @@ Mirror::Mirror(const void* buf, std::vector<Run> runs) : user_(const_cast<char*>
     hi_ = any ? std::max(hi_, hi) : hi;
     any = true;
   }
-  if (any) host_ = pool().get(hi_ - lo_);
+  if (!any) return;
+  // A span inside one allocation gets a pinned mirror, filled by copies. A span that is not
+  // (MPI_BOTTOM with the absolute addresses of several allocations, or blocks far apart) holds
+  // memory no copy may read, and may be huge: it gets a sparse mirror.
+  const gpu::Allocation a = gpu::allocation_of(at(user_, lo_));
+  const auto first = reinterpret_cast<std::uintptr_t>(at(user_, lo_));
+  const auto base = reinterpret_cast<std::uintptr_t>(a.base);
+  if (a.kind != gpu::Memory::host && a.base && base <= first &&
+      first + static_cast<std::uintptr_t>(hi_ - lo_) <= base + static_cast<std::uintptr_t>(a.size)) {
+    host_ = pool().get(hi_ - lo_);
+    return;
+  }
+  void* m = mmap(nullptr, static_cast<std::size_t>(hi_ - lo_), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED)
+    detail::fail(MPI_ERR_NO_MEM, "collective on GPU memory: no address space for a host mirror of the " +
+                                     std::to_string(hi_ - lo_) + " bytes its blocks span");
+  host_ = m;
+  sparse_ = true;
 }
 
 Mirror::~Mirror() {
-  transport::pinned_pool().put(host_);
+  if (sparse_) munmap(host_, static_cast<std::size_t>(hi_ - lo_));
+  else transport::pinned_pool().put(host_);
   for (void* p : packed_) transport::pinned_pool().put(p);
 }
 
@@ -48,6 +71,17 @@ void* Mirror::ptr() const { return host_ ? at(host_, -lo_) : user_; }
 
 void Mirror::fill() {
   if (!host_) return;
+  if (sparse_) {  // each run through the GPU engine, which reads its type map's bytes only
+    for (const Run& r : runs_) {
+      if (empty(r)) continue;
+      const i64 bytes = pack_size(r.count, *r.type);
+      transport::Buffer packed(pool(), bytes);
+      gpu::pack(at(user_, r.disp), r.count, *r.type, packed.get());
+      i64 pos = 0;
+      ferry::unpack(packed.get(), bytes, &pos, at(ptr(), r.disp), r.count, *r.type);
+    }
+    return;
+  }
   i64 data = 0;
   for (const Run& r : runs_)
     if (!empty(r)) data += reach(r).second - reach(r).first;

@@ -2,7 +2,11 @@
 // included, on any datatype) on pinned host memory with the buffer's own layout.
 //
 // A mirror covers the span its runs reach; its inputs are copied in (the span in one copy when the
-// runs fill most of it, else each run's span), and only the type map's bytes of its output runs go
+// runs fill most of it, else each run's span). A span that leaves the allocation of its first byte
+// (MPI_BOTTOM with absolute addresses of several allocations) gets a sparse mirror instead: an
+// anonymous mapping reserved without memory, each input run packed by the GPU engine (which reads
+// the type map's bytes only) and unpacked into it on the CPU, so only the pages the runs touch
+// exist and nothing between the allocations is read. Only the type map's bytes of its output runs go
 // back: a dense run in one copy, any other packed on the CPU and unpacked by one kernel, so bytes
 // between and inside the runs, which the application may be changing meanwhile, are never
 // overwritten. Every copy of a call is queued on the legacy stream and waited for once: a
@@ -44,7 +48,8 @@ class Mirror {
   char* user_;
   std::vector<Run> runs_;
   i64 lo_ = 0, hi_ = 0;
-  void* host_ = nullptr;              // pinned, the span [lo_, hi_)
+  void* host_ = nullptr;              // the span [lo_, hi_): pinned, or sparse
+  bool sparse_ = false;               // an anonymous mapping whose pages exist where runs are
   std::vector<void*> packed_;         // pinned, one per non-dense output run (until the wait)
 };
 

@@ -13,6 +13,7 @@
 #include "mpi/boundary.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/typemap.hpp"
+#include "mpi/stream.hpp"
 
 namespace ferry::mpi_detail {
 namespace {
@@ -44,7 +45,8 @@ void check_user(const transport::Route& r, const char* what) {
 [[gnu::noinline]] int pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
                            int* position, MPI_Comm comm) noexcept {
   return guard(comm, [&] {
-    const transport::Route r = transport::route(inbuf, incount, type);
+    transport::Route r = transport::route(inbuf, incount, type);
+    r.producer = producer::of(comm, type);  // issue 14
     const ferry::gpu::Memory out = outbuf && position && *position >= 0
                                        ? ferry::gpu::where(static_cast<char*>(outbuf) + *position).kind
                                        : ferry::gpu::Memory::host;
@@ -68,6 +70,7 @@ void check_user(const transport::Route& r, const char* what) {
         transport::stage(r, host.p);
         std::memcpy(dst, host.p, static_cast<std::size_t>(r.bytes));
       } else {
+        if (r.producer) ferry::gpu::sync_stream(r.producer);
         ferry::gpu::pack_async(inbuf, incount, *r.type, dst, ferry::gpu::legacy_stream());
         ferry::gpu::sync_stream(ferry::gpu::legacy_stream());
       }

@@ -9,6 +9,7 @@
 #include "mpi/p2p.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/typemap.hpp"
+#include "mpi/stream.hpp"
 
 namespace ferry::mpi_detail::persistent {
 namespace {
@@ -183,6 +184,7 @@ using InitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_R
                                 MPI_Request* request) noexcept {
   return guard(comm, [&] {
     transport::Route r = transport::route(buf, count, type);
+    r.producer = producer::of(comm, type);  // issue 14: each start reads after this stream
     if (!r.device() || r.method == transport::Method::passthrough || dest == MPI_PROC_NULL) {
       const int rc = init(buf, count, type, dest, tag, comm, request);
       if (rc == MPI_SUCCESS) persistent::forget(*request);

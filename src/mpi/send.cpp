@@ -4,6 +4,7 @@
 // memory, moved by the MPI as MPI_BYTE on the application's communicator and tag).
 #include "mpi/p2p.hpp"
 #include "mpi/typemap.hpp"
+#include "mpi/stream.hpp"
 
 #include <climits>
 
@@ -60,6 +61,7 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
          MPI_Comm comm) noexcept {
   return guard(comm, [&] {
     transport::Route r = transport::route(buf, count, type);
+    r.producer = producer::of(comm, type);  // issue 14
     if (!r.device() && typemap::marked(type))  // issue 14: the MPI packs this type against the standard
       return typemap::send(buf, count, type, [&](const void* b, int n) { return send(k, b, n, MPI_BYTE, dest, tag, comm); });
     if (mpi_moves(r, dest)) return send_bytes(k, buf, count, type, dest, tag, comm);
@@ -87,6 +89,7 @@ int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int 
   return guard(comm, [&] {
     serve();
     transport::Route r = transport::route(buf, count, type);
+    r.producer = producer::of(comm, type);  // issue 14
     if (!r.device() && typemap::marked(type))  // issue 14
       return typemap::isend(buf, count, type, request, [&](const void* b, int n) {
         return k.nonblocking(b, n, MPI_BYTE, dest, tag, comm, request);

@@ -315,6 +315,7 @@ std::unique_ptr<Outgoing> send(const Route& r, Mode mode, int dest, int tag, MPI
                                Serve serve, int* rc) {
   *rc = MPI_SUCCESS;
   if (!wire::state().on || !r.type || r.peer < 0) return nullptr;
+  if (r.producer && r.device()) gpu::sync_stream(r.producer);
   switch (r.method) {
     case Method::ipc: return send_ipc(r, mode, dest, tag, comm, rc);
     case Method::local: return send_local(r, mode, dest, tag, comm, rc);

@@ -137,6 +137,7 @@ Target target(const Route& r) {
 void stage(const Route& r, void* host) {
   const Type& t = *r.type;
   if (r.count <= 0 || t.size() == 0) return;
+  if (r.producer) gpu::sync_stream(r.producer);
   if (t.dense()) {  // one copy
     gpu::copy_async(host, r.first(), r.bytes, gpu::legacy_stream());
   } else if (r.pack == model::Pack::device) {  // pack in device memory, then one copy
