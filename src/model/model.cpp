@@ -147,19 +147,26 @@ double Surface::at(i64 size, i64 block_size) const {
 }
 
 Model Model::builtin() {
-  // Shapes from the GPU machines (docs/performance.md): staging costs one host-waited GPU
-  // operation on each side (5.5-7 us each) plus the MPI, about 13 us at 8 B; IPC one on the
-  // receiver only (it pulls from the sender's memory, the sender does no GPU work), so it is the
-  // faster method on the node from its 4 KiB floor (over NVLink to another GPU at 350 GB/s; on the
-  // same GPU a device copy, about 2 TB/s); pipelined from 4 MiB across nodes.
+  // Measured on one H100 under CUDA MPS, two ranks sharing it (ferry-measure --quick, 2026-11-25
+  // 18:46 UTC; docs/performance.md "Built-in model"): staged 16.9 us at 1 B and 5.8 GB/s (16 MiB:
+  // 2,900 us); IPC 13.5 us at its 4 KiB floor and 1.37 TB/s (64 MiB: 62.5 us); pipelined as
+  // measured at 1, 4, 16 and 64 MiB. Not measurable on one GPU, estimates: IPC to another GPU (the
+  // same floor; 350 GB/s, under the 387 GB/s measured between two H200s) and both methods across
+  // nodes (below).
   Model m;
   m.info["source"] = "built-in";
-  for (Locality l : {Locality::same_gpu, Locality::other_gpu, Locality::other_node}) {
-    m.set_curve(Method::staged, l, line(13.0, 12.0));
-    m.set_curve(Method::pipelined, l, line(126.8, 25.0));
+  const Curve pipelined_one_node{{1 << 20, 4 << 20, 16 << 20, 64 << 20},
+                                 {211.0, 700.7, 2475.2, 12372.1}};
+  for (Locality l : {Locality::same_gpu, Locality::other_gpu}) {
+    m.set_curve(Method::staged, l, line(16.9, 5.8));
+    m.set_curve(Method::pipelined, l, pipelined_one_node);
   }
-  m.set_curve(Method::ipc, Locality::other_gpu, line(9.5, 350.0));
-  m.set_curve(Method::ipc, Locality::same_gpu, line(8.5, 2000.0));
+  // Across nodes, estimates: staging as copies at the bus rate around the network's (13 us +
+  // 12 GB/s), the pipelined method overlapping them (126.8 us + 25 GB/s).
+  m.set_curve(Method::staged, Locality::other_node, line(13.0, 12.0));
+  m.set_curve(Method::pipelined, Locality::other_node, line(126.8, 25.0));
+  m.set_curve(Method::ipc, Locality::other_gpu, line(13.5, 350.0));
+  m.set_curve(Method::ipc, Locality::same_gpu, line(13.5, 1370.0));
   // The MPI alone between host buffers of one node (Open MPI 4.1, shared memory; bench_pingpong's
   // host rows on the H100 and H200 machines), for the pipelined chunk rule.
   const Curve host{{8, 4096, 65536, 1 << 20, 16 << 20}, {0.4, 2.4, 9.0, 100.0, 1600.0}};
