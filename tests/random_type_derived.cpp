@@ -1,4 +1,4 @@
-// tests/random_type_derived.cpp — TypeGenerator::derived: the random derived type constructors (see random_type.hpp).
+// tests/random_type_derived.cpp — TypeGenerator::derived, the random derived types.
 #include "random_type_detail.hpp"
 
 namespace ferry_test {

@@ -1,4 +1,4 @@
-// tests/test_bad_input_null.cpp — test_bad_input, second half: null pointers, MPI_BOTTOM, several errors, overflow, recommit, messages, C++ API.
+// tests/test_bad_input_null.cpp — test_bad_input, part 2: null pointers to the C++ API's throws.
 #include "test_bad_input.hpp"
 
 namespace {

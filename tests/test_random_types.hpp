@@ -1,4 +1,4 @@
-// tests/test_random_types.hpp — helpers and the Oracle shared by test_random_types.cpp and test_random_types_meta.cpp.
+// tests/test_random_types.hpp — helpers and the Oracle shared by test_random_types' files.
 #pragma once
 
 #include <ferry/error.hpp>

@@ -1,4 +1,4 @@
-// tests/test_random_types_meta.cpp — test_random_types' checks of Ferry's metadata, IR and canonical forms against MPI and the type map.
+// tests/test_random_types_meta.cpp — test_random_types: metadata, IR and canonical-form checks.
 #include "test_random_types.hpp"
 
 namespace ferry_random_types {
