@@ -4,12 +4,15 @@
 # called by no host suite, or (unless LIST marks it host-only) by no GPU suite. A call is the name
 # followed by "(" or, passed as a function pointer, by "," or ")", outside // comments and strings.
 cmake_minimum_required(VERSION 3.24)
-set(host_sources test_mpi_interposer.cpp test_mpi_collectives.cpp test_mpi_protocol.cpp
-                 test_mpi_modes.cpp test_mpi_refused.cpp mpi_gtest_main.cpp mpi_plain.c
+# The collectives' catalogue (test_mpi_collectives*.hpp) is compiled into both suites.
+set(collectives test_mpi_collectives.cpp test_mpi_collectives.hpp test_mpi_collectives_cases.hpp)
+set(host_sources test_mpi_interposer.cpp ${collectives} test_mpi_protocol.cpp
+                 test_mpi_protocol_more.cpp test_mpi_protocol.hpp test_mpi_modes.cpp
+                 test_mpi_refused.cpp test_mpi_stream.cpp mpi_gtest_main.cpp mpi_plain.c
                  test_mpi_reorder.cpp test_mpi_reorder_cart.cpp)
-set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_collectives.cpp test_mpi_collectives.cpp
-                test_mpi_modes.cpp test_mpi_refused.cpp mpi_gtest_main.cpp
-                mpi_static_cuda.cpp)
+set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_ipc.cpp test_mpi_gpu.hpp
+                test_mpi_gpu_collectives.cpp ${collectives} test_mpi_modes.cpp test_mpi_refused.cpp
+                test_mpi_stream.cpp mpi_gtest_main.cpp mpi_static_cuda.cpp)
 
 execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY} OUTPUT_VARIABLE nm_out
                 RESULT_VARIABLE rc)
