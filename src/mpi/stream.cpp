@@ -38,7 +38,7 @@ extern "C" {
 
 __attribute__((visibility("default"))) int ferry_mpi_set_stream(void* stream) {
   producer::thread_stream = static_cast<ferry::gpu::Stream>(stream);
-  if (stream) producer::named.store(true, std::memory_order_relaxed);
+  if (stream) producer::named.store(true, std::memory_order_release);
   return MPI_SUCCESS;
 }
 
@@ -60,7 +60,7 @@ __attribute__((visibility("default"))) int ferry_mpi_stream_keyvals(int* comm_ke
     if (rc == MPI_SUCCESS)
       rc = PMPI_Type_create_keyval(MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN, &producer::type_key,
                                    nullptr);
-    producer::named.store(true, std::memory_order_relaxed);
+    producer::named.store(true, std::memory_order_release);
   });
   if (comm_keyval) *comm_keyval = producer::comm_key;
   if (type_keyval) *type_keyval = producer::type_key;

@@ -13,14 +13,15 @@
 
 namespace ferry::mpi_detail::producer {
 
-// Set once any stream was named or a keyval made: until then of() is one relaxed load.
+// Set once any stream was named or a keyval made (release, after the keyvals): until then of()
+// is one load.
 extern std::atomic<bool> named;
 
 gpu::Stream lookup(MPI_Comm comm, MPI_Datatype type) noexcept;
 
 // The producer stream of a send of `type` on `comm` (MPI_COMM_NULL: MPI_Pack), or null.
 inline gpu::Stream of(MPI_Comm comm, MPI_Datatype type) noexcept {
-  return named.load(std::memory_order_relaxed) ? lookup(comm, type) : nullptr;
+  return named.load(std::memory_order_acquire) ? lookup(comm, type) : nullptr;
 }
 
 }  // namespace ferry::mpi_detail::producer
