@@ -21,26 +21,8 @@ struct ferry_halo_plan_s {
 namespace {
 
 using ferry::detail::fail;
+using ferry::detail::guarded;
 namespace fh = ferry::halo;
-
-template <class F>
-int guarded(F&& f) noexcept {
-  try {
-    f();
-    return MPI_SUCCESS;
-  } catch (const ferry::Error& e) {
-    ferry::detail::set_last_error(e.what());
-    return e.mpi_error_class();
-  } catch (const std::bad_alloc&) {
-    ferry::detail::set_last_error("out of memory");
-    return MPI_ERR_NO_MEM;
-  } catch (const std::exception& e) {
-    ferry::detail::set_last_error(e.what());
-    return MPI_ERR_INTERN;
-  } catch (...) {
-    return MPI_ERR_INTERN;
-  }
-}
 
 template <class T>
 T& handle(T* h, const char* what) {

@@ -199,7 +199,8 @@ void local_copies(Plan::Impl& p, DeviceBackendState& s, int k, std::vector<gpu::
   for (std::size_t i = 0; i < mine.size(); ++i) {
     if (used[i]) continue;
     const Copy& a = *mine[i];
-    for (std::size_t j = i + 1; j < mine.size() && short_rows(a.src) && short_rows(a.dst); ++j) {
+    const bool pairable = short_rows(a.src) && short_rows(a.dst);
+    for (std::size_t j = i + 1; pairable && j < mine.size(); ++j) {
       const Copy& b = *mine[j];
       if (used[j] || b.src_sub != a.src_sub || b.dst_sub != a.dst_sub || b.field != a.field ||
           b.bytes != a.bytes)

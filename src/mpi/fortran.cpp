@@ -30,16 +30,11 @@ extern char MPI_FORTRAN_IN_PLACE __attribute__((weak));
 }
 
 namespace ferry::mpi_detail::fortran {
-namespace {
-bool is(const void* p, const char* a, const char* b, const char* c, const char* d) {
-  return p != nullptr && (p == a || p == b || p == c || p == d);
-}
-}  // namespace
 
 void* buffer(const void* p) noexcept {
-  if (is(p, &mpi_fortran_bottom_, &mpi_fortran_bottom, &mpi_fortran_bottom__, &MPI_FORTRAN_BOTTOM))
+  if (is_sentinel(p, &mpi_fortran_bottom_, &mpi_fortran_bottom, &mpi_fortran_bottom__, &MPI_FORTRAN_BOTTOM))
     return MPI_BOTTOM;
-  if (is(p, &mpi_fortran_in_place_, &mpi_fortran_in_place, &mpi_fortran_in_place__, &MPI_FORTRAN_IN_PLACE))
+  if (is_sentinel(p, &mpi_fortran_in_place_, &mpi_fortran_in_place, &mpi_fortran_in_place__, &MPI_FORTRAN_IN_PLACE))
     return MPI_IN_PLACE;
   return const_cast<void*>(p);
 }

@@ -45,6 +45,12 @@ inline MPI_Datatype type(const F* f) { return MPI_Type_f2c(*f); }
 inline MPI_Op op(const F* f) { return MPI_Op_f2c(*f); }
 inline F logical(int c) { return c ? 1 : 0; }
 
+// `p` is one of the manglings of a sentinel common block (weak symbols: those the MPI lacks are
+// null, which a Fortran argument never is).
+inline bool is_sentinel(const void* p, const char* a, const char* b, const char* c, const char* d) {
+  return p != nullptr && (p == a || p == b || p == c || p == d);
+}
+
 // An output status: MPI_STATUS_IGNORE for Fortran's, else converted back by done().
 class Status {
  public:

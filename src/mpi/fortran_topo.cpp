@@ -25,16 +25,12 @@ using ferry::mpi_detail::fortran::F;
 
 namespace {
 
-bool one_of(const void* p, const char* a, const char* b, const char* c, const char* d) {
-  return p != nullptr && (p == a || p == b || p == c || p == d);
-}
-
 // A Fortran weight array as C sees it: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY for their sentinels.
 const int* weights(const F* w) {
-  if (one_of(w, &mpi_fortran_unweighted_, &mpi_fortran_unweighted, &mpi_fortran_unweighted__,
+  if (is_sentinel(w, &mpi_fortran_unweighted_, &mpi_fortran_unweighted, &mpi_fortran_unweighted__,
              &MPI_FORTRAN_UNWEIGHTED))
     return MPI_UNWEIGHTED;
-  if (one_of(w, &mpi_fortran_weights_empty_, &mpi_fortran_weights_empty,
+  if (is_sentinel(w, &mpi_fortran_weights_empty_, &mpi_fortran_weights_empty,
              &mpi_fortran_weights_empty__, &MPI_FORTRAN_WEIGHTS_EMPTY))
     return MPI_WEIGHTS_EMPTY;
   return w;

@@ -12,24 +12,7 @@
 
 namespace {
 
-template <class F>
-int guarded(F&& f) noexcept {
-  try {
-    f();
-    return MPI_SUCCESS;
-  } catch (const ferry::Error& e) {
-    ferry::detail::set_last_error(e.what());
-    return e.mpi_error_class();
-  } catch (const std::bad_alloc&) {
-    ferry::detail::set_last_error("out of memory");
-    return MPI_ERR_NO_MEM;
-  } catch (const std::exception& e) {
-    ferry::detail::set_last_error(e.what());
-    return MPI_ERR_INTERN;
-  } catch (...) {
-    return MPI_ERR_INTERN;
-  }
-}
+using ferry::detail::guarded;
 
 int to_int(ferry::i64 v, const char* what) {
   if (v > INT_MAX)

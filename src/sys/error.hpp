@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <string>
 
 namespace ferry::detail {
@@ -34,5 +36,26 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b, int err, const c
 // The C API's error slot: set on failure, read by ferry_error_string().
 void set_last_error(const std::string& message);
 const char* last_error();
+
+// The boundary of a C API call: runs `f` and returns MPI_SUCCESS, or the MPI class of what it
+// threw with its message in the error slot. Nothing thrown gets out (no exception crosses into C).
+template <class F>
+int guarded(F&& f) noexcept {
+  try {
+    f();
+    return MPI_SUCCESS;
+  } catch (const Error& e) {
+    set_last_error(e.what());
+    return e.mpi_error_class();
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of memory");
+    return MPI_ERR_NO_MEM;
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    return MPI_ERR_INTERN;
+  } catch (...) {
+    return MPI_ERR_INTERN;
+  }
+}
 
 }  // namespace ferry::detail

@@ -124,6 +124,32 @@ def _register(obj):
     _live[id(obj)] = _weakref.ref(obj)
 
 
+class _Owned:
+    """What Domain and Plan share: a library handle `_h`, freed (collectively) by close(), by the
+    end of a `with` block, when collected while MPI is up, or at exit (_close_all)."""
+
+    _free = None  # the C API's free function, by name
+
+    def close(self):
+        if self._h:
+            h, self._h = self._h, None
+            _live.pop(id(self), None)
+            _check(getattr(_lib, self._free)(_ct.byref(h)))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None) and _mpi_alive():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
 @_atexit.register
 def _close_all():
     # Before mpi4py's MPI_Finalize: closing frees MPI objects (communicators, shared windows).
@@ -172,7 +198,7 @@ class Subdomain:
             self.index, self.offset, self.extent, self.device)
 
 
-class Domain:
+class Domain(_Owned):
     """A global grid split into subdomains over the ranks of `comm` (collective; the communicator
     is duplicated inside). `global_shape` and every per-axis argument are in the arrays' axis
     order. periodic: a bool or one per axis. grid: subdomains per axis (None: Ferry partitions by
@@ -243,25 +269,11 @@ class Domain:
             raise _argument_error("the domain is closed")
         return self._h
 
+    _free = "ferry_halo_domain_free"
+
     def close(self):
         """Frees the domain (collective). Plans built on it keep working."""
-        if self._h:
-            h, self._h = self._h, None
-            _live.pop(id(self), None)
-            _check(_lib.ferry_halo_domain_free(_ct.byref(h)))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) and _mpi_alive():
-            try:
-                self.close()
-            except Exception:
-                pass
+        _Owned.close(self)
 
 
 class Field:

@@ -4,7 +4,7 @@ import ctypes as _ct
 from .. import _build_info
 from . import _library_axes_to_array_axes as _array_axes
 from . import (Field, HaloError, VerifyResult, _agree, _argument_error, _as_widths, _capi, _check,
-               _current_stream, _describe, _ints, _lib, _live, _mpi_alive, _register, _stream_handle)
+               _Owned, _current_stream, _describe, _ints, _lib, _register, _stream_handle)
 
 
 def _per_subdomain(fields, nsub):
@@ -61,7 +61,7 @@ def _fill(c, info, nxt, w, origin, who, extent):
 _exchange, _exchange_on = _lib.ferry_halo_exchange, _lib.ferry_halo_exchange_on
 
 
-class Plan:
+class Plan(_Owned):
     """A halo exchange planned once (collective over the domain's ranks): neighbours, a method per
     neighbour pair (Ferry's measured model picks; `method` forces one: "local", "peer", "ipc",
     "staged", "pipelined", "mpi"), buffers, IPC handles, CUDA graphs.
@@ -259,25 +259,11 @@ class Plan:
         return s
 
     # -- lifetime ------------------------------------------------------------------------------
+    _free = "ferry_halo_plan_free"
+
     def close(self):
         """Frees the plan (collective over the ranks of a node; an exchange in flight is finished)."""
-        if self._h:
-            h, self._h = self._h, None
-            _live.pop(id(self), None)
-            _check(_lib.ferry_halo_plan_free(_ct.byref(h)))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) and _mpi_alive():
-            try:
-                self.close()
-            except Exception:
-                pass
+        _Owned.close(self)
 
 
 def _sync(info):
