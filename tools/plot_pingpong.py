@@ -3,7 +3,7 @@
 one-way latency and bandwidth against message size, one line per run and mode, and prints the
 Markdown table of the goals against the staged baseline (what a user writes without Ferry):
 
-  device->device bandwidth at 64 MiB   >= 350 GB/s
+  device->device bandwidth at 64 MiB   >= 350 GB/s, and >= 90 % of raw CUDA IPC (mode ipc)
   8 B one-way, device buffers          <= 6 us
   -X halo face one-way (1.5 MiB)       <= 20 us
   host 8 B latency the interposer adds <= 3 %  (host mode with and without LD_PRELOAD)
@@ -27,6 +27,7 @@ GOAL_BW_GBPS = 350.0
 GOAL_8B_US = 6.0
 GOAL_FACE_US = 20.0
 GOAL_HOST_PCT = 3.0
+GOAL_IPC_FRACTION = 0.90
 FACE_BYTES = 256 * 256 * 3 * 8  # the -X face of a 256^3 grid, radius 3, doubles
 
 
@@ -117,6 +118,19 @@ def goals_table(runs):
                  fmt(ferry_bw, 1, " GB/s"), fmt(base_bw, 1, " GB/s"),
                  fmt(ferry_bw / base_bw if f and b else None, 2, "×"),
                  between_gpus(fr, None if f is None else ferry_bw >= GOAL_BW_GBPS), src(fr, br)))
+    # 1b. The same against raw CUDA IPC by hand (mode ipc, measured in the same call), and at 8 B.
+    ir, i = find(runs, "ipc", 64 * MIB, preload=False)
+    if i:
+        frac = ferry_bw / i["gbps"] if f else None
+        rows.append(("device→device 64 MiB vs raw CUDA IPC", f"≥ {100 * GOAL_IPC_FRACTION:.0f} %",
+                     fmt(ferry_bw, 1, " GB/s"), fmt(i["gbps"], 1, " GB/s") + " (raw IPC)",
+                     fmt(None if frac is None else 100 * frac, 1, " %"),
+                     between_gpus(fr, None if frac is None else frac >= GOAL_IPC_FRACTION), src(fr, ir)))
+    ir, i = find(runs, "ipc", 8, preload=False)
+    if i:
+        fr8, f8 = find(runs, "device", 8, preload=True)
+        rows.append(("8 B one-way vs raw CUDA IPC", "—", lat(f8), lat(i) + " (raw IPC)", speedup(f8, i),
+                     "—", src(fr8, ir)))
     # 2. 8 B one-way, device buffers.
     fr, f = find(runs, "device", 8, preload=True)
     br, b = find(runs, "staged", 8, preload=False)
@@ -212,7 +226,7 @@ def plot(runs, path):
         return
     fig, (ax_l, ax_b) = plt.subplots(1, 2, figsize=(14, 5.5))
     # Colour = mode (a face mode shares its transport's colour), line style = run.
-    colors = {"host": "tab:blue", "staged": "tab:orange", "device": "tab:green",
+    colors = {"host": "tab:blue", "staged": "tab:orange", "device": "tab:green", "ipc": "tab:red",
               "face_host": "tab:blue", "face_staged": "tab:orange", "face": "tab:green"}
     markers = {"face_host": "P", "face_staged": "s", "face": "*"}
     run_styles = ["-", "--", ":", "-."]

@@ -8,6 +8,10 @@
 //   device       cudaMalloc buffers handed straight to MPI_Send/MPI_Recv (interposer only)
 //   staged       what a user writes without Ferry: cudaMemcpy D2H into pinned host memory, MPI on
 //                the host buffer, cudaMemcpy H2D on the receiver
+//   ipc          raw CUDA IPC, what a user writes without Ferry on one node: the peer's buffer
+//                mapped once (cudaIpcGetMemHandle/cudaIpcOpenMemHandle, untimed); a message is a
+//                cudaMemcpyAsync into it, a stream synchronize and a 0-byte MPI message to say so.
+//                The baseline of the device mode between GPUs of one node
 //   face         the 1.5 MiB -X halo face of a 262^3 double grid in device memory as an MPI
 //                subarray datatype, MPI_Send(grid, 1, face, ...) (interposer only)
 //   face_host    the same face and datatype on a host grid: what the MPI's own datatype engine does
@@ -46,6 +50,35 @@ struct Buffers {
   unsigned char* pinned = nullptr;  // pinned host (staged)
   std::vector<unsigned char> expect, got;
 } buf;
+
+// The ipc mode's mapping of the peer's device buffer, and its stream.
+struct Ipc {
+  unsigned char* peer = nullptr;
+  cudaStream_t stream = nullptr;
+  bool tried = false;
+} ipc;
+
+// Maps the peer's buf.dev (collective over the two ranks; once). False on both ranks when either
+// cannot (no IPC on this machine or between these GPUs).
+bool ipc_open() {
+  if (ipc.tried) return ipc.peer != nullptr;
+  ipc.tried = true;
+  cudaIpcMemHandle_t mine{}, theirs{};
+  int ok = cudaIpcGetMemHandle(&mine, buf.dev) == cudaSuccess ? 1 : 0;
+  MPI_Sendrecv(&mine, sizeof mine, MPI_BYTE, 1 - rank, kTag, &theirs, sizeof theirs, MPI_BYTE, 1 - rank, kTag, comm,
+               MPI_STATUS_IGNORE);
+  void* p = nullptr;
+  if (ok && cudaIpcOpenMemHandle(&p, theirs, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) ok = 0;
+  if (!ok) (void)cudaGetLastError();
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+  if (!ok) {
+    if (p) (void)cudaIpcCloseMemHandle(p);
+    return false;
+  }
+  ipc.peer = static_cast<unsigned char*>(p);
+  CK(cudaStreamCreateWithFlags(&ipc.stream, cudaStreamNonBlocking));
+  return true;
+}
 
 void fill(unsigned char* p, bool on_device, i64 n, std::uint64_t seed) {
   buf.expect.resize(static_cast<std::size_t>(n));
@@ -106,6 +139,13 @@ Mode byte_mode(const std::string& name, const i64& n) {
   } else if (name == "device") {
     m.send = [count](int peer) { MPI_Send(buf.dev, count(), MPI_BYTE, peer, kTag, comm); };
     m.recv = [count](int peer) { MPI_Recv(buf.dev, count(), MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
+  } else if (name == "ipc") {
+    m.send = [count](int peer) {
+      CK(cudaMemcpyAsync(ipc.peer, buf.dev, static_cast<std::size_t>(count()), cudaMemcpyDeviceToDevice, ipc.stream));
+      CK(cudaStreamSynchronize(ipc.stream));
+      MPI_Send(nullptr, 0, MPI_BYTE, peer, kTag, comm);
+    };
+    m.recv = [](int peer) { MPI_Recv(nullptr, 0, MPI_BYTE, peer, kTag, comm, MPI_STATUS_IGNORE); };
   } else {  // staged
     m.send = [count](int peer) {
       CK(cudaMemcpy(buf.pinned, buf.dev, static_cast<std::size_t>(count()), cudaMemcpyDeviceToHost));
@@ -120,7 +160,7 @@ Mode byte_mode(const std::string& name, const i64& n) {
 }
 
 bool mode_on_device(const std::string& name) {
-  return (name == "device" || name == "staged") && !(opt.host_peer && rank == 1);
+  return (name == "device" || name == "staged" || name == "ipc") && !(opt.host_peer && rank == 1);
 }
 unsigned char* mode_buffer(const std::string& name) { return mode_on_device(name) ? buf.dev : buf.host; }
 
@@ -342,6 +382,10 @@ void run_bytes(const Options& o, const std::vector<std::string>& names) {
     CK(cudaMemset(buf.dev, 0, static_cast<std::size_t>(cap)));
     std::memset(buf.pinned, 0, static_cast<std::size_t>(cap));
   }
+  if (std::find(names.begin(), names.end(), "ipc") != names.end() && !ipc_open()) {
+    skip("ipc", "cudaIpcOpenMemHandle failed (no CUDA IPC between these ranks' GPUs)");
+    return;
+  }
   i64 n = 0;  // the size the modes send, read by their lambdas
   std::vector<Mode> modes;
   for (const std::string& name : names) modes.push_back(byte_mode(name, n));
@@ -476,9 +520,10 @@ int main(int argc, char** argv) {
   for (const char* m : {"host", "host_pmpi"})
     if (wanted(m)) host_modes.push_back(m);
   run_bytes(o, host_modes);
-  for (const char* m : {"staged", "device"}) {
+  for (const char* m : {"staged", "ipc", "device"}) {
     if (!wanted(m)) continue;
     if (!env.gpu) skip(m, no_gpu);
+    else if (o.host_peer && std::strcmp(m, "ipc") == 0) skip(m, "--host-peer: rank 1 has no device buffer");
     else if (!env.preload && std::strcmp(m, "device") == 0) skip(m, no_preload);
     else run_bytes(o, {m});
   }
@@ -500,6 +545,10 @@ int main(int argc, char** argv) {
     CK(cudaFree(faces.grid));
     CK(cudaFree(faces.packed));
     CK(cudaFreeHost(faces.pinned));
+  }
+  if (ipc.peer) {
+    CK(cudaIpcCloseMemHandle(ipc.peer));
+    CK(cudaStreamDestroy(ipc.stream));
   }
   if (buf.dev) {
     CK(cudaFree(buf.dev));

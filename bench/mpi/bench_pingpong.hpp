@@ -51,7 +51,7 @@ inline const MPI_Comm comm = MPI_COMM_WORLD;
 // Options
 
 struct Options {
-  std::vector<std::string> modes{"host", "host_pmpi", "staged", "device", "face_host", "face_staged", "face"};
+  std::vector<std::string> modes{"host", "host_pmpi", "staged", "ipc", "device", "face_host", "face_staged", "face"};
   i64 min_size = 1;
   i64 max_size = i64{256} << 20;
   int reps = 0;  // 0: scaled by size

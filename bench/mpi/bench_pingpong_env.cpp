@@ -38,7 +38,7 @@ std::vector<std::string> split(const std::string& s) {
 void usage() {
   std::printf(
       "usage: mpiexec -n 2 bench_pingpong [options]\n"
-      "  --modes LIST      comma-separated, of host,host_pmpi,staged,device,face_host,face_staged,face\n"
+      "  --modes LIST      comma-separated, of host,host_pmpi,staged,ipc,device,face_host,face_staged,face\n"
       "                    (default: all; device and face need the interposer, all but host and\n"
       "                    host_pmpi a GPU; the others are skipped with a message)\n"
       "  --min-size SIZE   smallest message (default 1; sizes are powers of two)\n"
@@ -81,7 +81,7 @@ Options parse(int argc, char** argv) {
   if (o.quick && !max_given) o.max_size = i64{1} << 20;
   if (o.max_size > (i64{1} << 30)) o.max_size = i64{1} << 30;  // counts stay ints
   for (const std::string& m : o.modes)
-    if (m != "host" && m != "host_pmpi" && m != "staged" && m != "device" && m != "face_host" &&
+    if (m != "host" && m != "host_pmpi" && m != "staged" && m != "ipc" && m != "device" && m != "face_host" &&
         m != "face_staged" && m != "face") {
       if (rank == 0) std::fprintf(stderr, "bench_pingpong: unknown mode %s\n", m.c_str());
       MPI_Finalize();
