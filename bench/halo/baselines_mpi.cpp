@@ -272,7 +272,7 @@ Baseline baseline_hand(const Config& c, Arrays& a, bool dim_ordered) {
           r.bytes += r.boxes.back().points() * f.elem_bytes;
         }
         r.host.resize(static_cast<std::size_t>(r.bytes));
-        if (dev) r.dbuf = gpu::alloc(r.bytes);
+        if (dev) r.dbuf = gpu::alloc(r.bytes, -1);
         if (sending) b.messages += 1, b.bytes += r.bytes;
         (sending ? ph.send : ph.recv).push_back(std::move(r));
       }

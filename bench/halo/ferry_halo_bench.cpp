@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -253,10 +254,68 @@ nlohmann::json to_json(const Summary& s) {
   return {{"median_us", s.median}, {"trimean_us", s.trimean}, {"q1_us", s.q1}, {"q3_us", s.q3}, {"min_us", s.min}, {"max_us", s.max}};
 }
 
+// The node-local rank from the launcher's environment (before MPI_Init), or -1.
+int env_local_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK",
+                        "MV2_COMM_WORLD_LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return -1;
+}
+
+// The node-local rank from MPI: the GPU choice made before MPI_Init, corrected where the launcher
+// did not say.
+void choose_device_after_init() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  gpu::choose_device(local);
+}
+
+// The P2P floor of the run: the GPUs the domain uses (on rank 0's node) copy, all at once, the
+// bytes each GPU sends to other GPUs per exchange (the largest over GPUs, from `ferry`'s plan) in
+// a ring, contiguous. Timed by rank 0 while the others wait. Empty where fewer than 2 GPUs.
+nlohmann::json p2p_floor(const Config& c, const Arrays& a, const Result& ferry) {
+  i64 off_gpu = 0;
+  for (const auto& [method, m] : ferry.extra["methods"].items())
+    if (method != "local") off_gpu += m["bytes"].get<i64>();
+  std::vector<int> mine;
+  for (const fh::Subdomain& s : a.dom.local()) mine.push_back(s.device);
+  std::sort(mine.begin(), mine.end());
+  mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  i64 per_gpu = mine.empty() ? 0 : off_gpu / static_cast<i64>(mine.size());
+  MPI_Allreduce(MPI_IN_PLACE, &per_gpu, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  const int n = static_cast<int>(mine.size());
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 1; r < size; ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<int> gpus(static_cast<std::size_t>(displs.back() + counts.back()));
+  MPI_Allgatherv(mine.data(), n, MPI_INT, gpus.data(), counts.data(), displs.data(), MPI_INT, MPI_COMM_WORLD);
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  nlohmann::json j;
+  if (gpus.size() < 2 || per_gpu <= 0 || !a.device) return j;
+  double us = 0;
+  if (rank_of() == 0) us = gpu::p2p_ring_us(per_gpu, gpus, std::max(20, c.iters));
+  MPI_Bcast(&us, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  j = {{"bytes_per_gpu", per_gpu}, {"gpus", gpus}, {"median_us", us},
+       {"gbps_per_gpu", static_cast<double>(per_gpu) / us / 1e3},
+       {"how", "every GPU copies bytes_per_gpu into the next of the ring at once (cudaMemcpyPeerAsync)"}};
+  return j;
+}
+
 int bench_main(int argc, char** argv) {
   const Config c = parse(argc, argv);
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (c.device && !gpu::available()) {
+    if (rank_of() == 0) std::printf("ferry-halo-bench: skipped: --memory device and no usable GPU\n");
+    return 77;  // ctest's skip code
+  }
+  if (c.device) choose_device_after_init();
   Arrays a;
   make_arrays(c, a);
   if (rank_of() == 0 && !c.quiet) std::fprintf(stderr, "%s\n", a.dom.describe().c_str());
@@ -281,6 +340,19 @@ int bench_main(int argc, char** argv) {
     progress(c, "baseline " + b);
     results.push_back(run_baseline(c, a, b));
   }
+  const fh::PlacementReport pr = a.dom.placement_report();
+  out["placement"] = {{"same_gpu", pr.same_gpu}, {"inter_node", pr.inter_node}, {"links", pr.links},
+                      {"how", "halo points per exchange (per byte of element) inside one GPU, between nodes, "
+                              "and between GPUs of a node per link class [GB/s, points]"}};
+  std::vector<int> devs;
+  for (const fh::Subdomain& s : a.dom.local()) devs.push_back(s.device);
+  out["devices_rank0"] = devs;
+  for (const Result& r : results)
+    if (r.name.rfind("ferry", 0) == 0) {
+      const nlohmann::json f = p2p_floor(c, a, r);
+      if (!f.is_null()) out["p2p_floor"] = f;
+      break;
+    }
   if (rank_of() != 0) return 0;
   std::printf("%-40s %10s %10s %10s %10s %12s %9s\n", "case", "median_us", "trimean", "min", "max", "bytes/rank", "messages");
   for (const Result& r : results) {
@@ -296,6 +368,14 @@ int bench_main(int argc, char** argv) {
     if (r.name.rfind("ferry", 0) == 0)
       std::printf("%-40s start() host time: median %.1f us\n", "", r.start_host.median);
   }
+  std::printf("placement: %lld halo points inside GPUs, %lld between nodes", static_cast<long long>(pr.same_gpu),
+              static_cast<long long>(pr.inter_node));
+  for (const auto& [gbps, points] : pr.links) std::printf(", %lld over %.0f GB/s links", static_cast<long long>(points), gbps);
+  std::printf("\n");
+  if (out.contains("p2p_floor"))
+    std::printf("P2P floor: %lld B per GPU over %zu GPUs at once: %.1f us (%.1f GB/s per GPU)\n",
+                static_cast<long long>(out["p2p_floor"]["bytes_per_gpu"].get<i64>()), out["p2p_floor"]["gpus"].size(),
+                out["p2p_floor"]["median_us"].get<double>(), out["p2p_floor"]["gbps_per_gpu"].get<double>());
   if (out.contains("empty_launch_sync_us"))
     std::printf("empty launch + synchronize: %.1f us\n", out["empty_launch_sync_us"].get<double>());
   if (!c.json.empty()) std::ofstream(c.json) << out.dump(2) << "\n";
@@ -311,6 +391,10 @@ int main(int argc, char** argv) {
       std::printf("%s", hb::kUsage);
       return 0;
     }
+  // Device arrays: the rank's GPU before MPI_Init, so that what MPI and Ferry do there uses it.
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--memory") == 0 && std::strcmp(argv[i + 1], "device") == 0)
+      hb::gpu::choose_device(hb::env_local_rank());
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 0;

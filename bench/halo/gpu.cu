@@ -125,19 +125,83 @@ bool available() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
-void* alloc(i64 bytes) {
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+int choose_device(int local_rank) {
+  const int n = device_count();
+  if (n <= 0 || local_rank < 0) return -1;
+  check(cudaSetDevice(local_rank % n), "cudaSetDevice");
+  return local_rank % n;
+}
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+void* alloc(i64 bytes, int device) {
+  const int was = current_device();
+  if (device >= 0) check(cudaSetDevice(device), "cudaSetDevice");
   void* p = nullptr;
   check(cudaMalloc(&p, static_cast<size_t>(bytes)), "cudaMalloc");
   check(cudaMemset(p, 0, static_cast<size_t>(bytes)), "cudaMemset");
+  check(cudaDeviceSynchronize(), "cudaMemset");
+  check(cudaSetDevice(was), "cudaSetDevice");
   return p;
 }
 void free(void* p) { cudaFree(p); }
+// Untimed, and the arrays may be on another GPU than the bench's stream: synchronous copies.
 void put(void* dst, const void* src, i64 bytes) {
-  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, the_stream()), "H2D");
+  check(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "H2D");
 }
 void get(void* dst, const void* src, i64 bytes) {
-  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, the_stream()), "D2H");
-  check(cudaStreamSynchronize(the_stream()), "D2H sync");
+  check(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost), "D2H");
+}
+
+double p2p_ring_us(i64 bytes, const std::vector<int>& gpus, int iters) {
+  const std::size_t n = gpus.size();
+  if (n < 2 || bytes <= 0) return 0;
+  const int was = current_device();
+  std::vector<void*> src(n), dst(n);
+  std::vector<cudaStream_t> streams(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    check(cudaSetDevice(gpus[i]), "cudaSetDevice");
+    for (std::size_t j : {(i + 1) % n, (i + n - 1) % n}) {  // the neighbours it writes to, reads from
+      const cudaError_t e = cudaDeviceEnablePeerAccess(gpus[j], 0);
+      if (e != cudaSuccess) (void)cudaGetLastError();  // already enabled, or no peer access
+    }
+    check(cudaMalloc(&src[i], static_cast<size_t>(bytes)), "cudaMalloc");
+    check(cudaMalloc(&dst[i], static_cast<size_t>(bytes)), "cudaMalloc");
+    check(cudaMemset(src[i], 1, static_cast<size_t>(bytes)), "cudaMemset");
+    check(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    check(cudaSetDevice(gpus[i]), "cudaSetDevice");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  std::vector<double> t;
+  for (int it = 0; it < iters + 3; ++it) {  // 3 untimed
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < n; ++i)  // GPU i writes its bytes into GPU i+1, all at once
+      check(cudaMemcpyPeerAsync(dst[(i + 1) % n], gpus[(i + 1) % n], src[i], gpus[i], static_cast<size_t>(bytes), streams[i]),
+            "cudaMemcpyPeerAsync");
+    for (std::size_t i = 0; i < n; ++i) check(cudaStreamSynchronize(streams[i]), "cudaStreamSynchronize");
+    if (it >= 3) t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    check(cudaSetDevice(gpus[i]), "cudaSetDevice");
+    cudaFree(src[i]);
+    cudaFree(dst[i]);
+    cudaStreamDestroy(streams[i]);
+  }
+  check(cudaSetDevice(was), "cudaSetDevice");
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 void* stream() { return the_stream(); }
 void sync() { check(cudaStreamSynchronize(the_stream()), "cudaStreamSynchronize"); }

@@ -20,6 +20,9 @@ using fh::Index3;
 struct Config {
   Index3 local{0, 0, 0}, global{0, 0, 0}, grid{0, 0, 0};
   int subdomains = 1, fields = 1;
+  // GPU of each of this rank's subdomains (cycled); empty: the rank's GPU (node-local rank % GPUs);
+  // {-2}: "spread", subdomain i of node-local rank r on GPU (r * subdomains + i) % GPUs.
+  std::vector<int> devices;
   std::string type = "double";
   i64 elem = 8;
   std::array<int, 3> minus{1, 1, 1}, plus{1, 1, 1};
@@ -105,7 +108,10 @@ Baseline baseline_fused_kernel(const Config& c, Arrays& a, bool separate_launche
 // The bench's own GPU code (bench/halo/gpu.cu, or gpu_none.cpp without CUDA).
 namespace gpu {
 bool available();
-void* alloc(i64 bytes);  // zeroed
+int device_count();                  // visible GPUs (0 without)
+int choose_device(int local_rank);   // this process's GPU: local_rank % count (-1: none)
+int current_device();
+void* alloc(i64 bytes, int device);  // zeroed, on `device` (-1: the current one)
 void free(void* p);
 void put(void* dst, const void* src, i64 bytes);
 void get(void* dst, const void* src, i64 bytes);
@@ -121,6 +127,10 @@ void box_copy(void* field, const fh::Field& f, const Box& b, void* buf, bool unp
 void fused_self(const std::vector<fh::Field>& fields, const Index3& extent);
 // The same as one launch per field and direction.
 void separate_self(const std::vector<fh::Field>& fields, const Index3& extent);
+// The P2P floor: every GPU of `gpus` copies `bytes` into the next one of the ring at the same
+// time (two GPUs: both directions at once), contiguous, peer access on where the pair has it.
+// Median wall time of `iters` (us).
+double p2p_ring_us(i64 bytes, const std::vector<int>& gpus, int iters);
 }  // namespace gpu
 
 }  // namespace hb

@@ -15,6 +15,9 @@ Grid
   --global X Y Z         points of the whole grid (default 64 64 64)
   --grid X Y Z           subdomains per axis (default: prime factors, nodes then GPUs)
   --subdomains K         subdomains per rank (default 1; baselines need 1)
+  --devices LIST|spread  GPU of each of the rank's subdomains (cycled), e.g. 0,1; spread: subdomain
+                         i of node-local rank r on GPU (r * K + i) % GPUs. Default: every subdomain
+                         on the rank's GPU (node-local rank % GPUs)
   --placement P          trivial | random | node_aware (default)
   --periodic AXES        periodic axes, e.g. xyz (default) or xy; "none" for none
 Fields
@@ -97,6 +100,14 @@ Config parse(int argc, char** argv) {
     else if (s == "--global") next3(c.global);
     else if (s == "--grid") next3(c.grid);
     else if (s == "--subdomains") c.subdomains = std::stoi(next());
+    else if (s == "--devices") {
+      const std::string v = next();
+      c.devices.clear();
+      if (v == "spread") c.devices.push_back(-2);
+      else
+        for (const std::string& d : split_list(v)) c.devices.push_back(std::stoi(d));
+      if (c.devices.empty()) throw std::runtime_error("--devices takes a list of GPUs or spread");
+    }
     else if (s == "--placement") {
       const std::string p = next();
       c.placement = p == "trivial" ? fh::Placement::trivial : p == "random" ? fh::Placement::random : fh::Placement::node_aware;
@@ -153,6 +164,8 @@ Config parse(int argc, char** argv) {
   }
   if (c.iters < 1 || c.warmup < 0) throw std::runtime_error("--iters must be at least 1");
   if (c.jacobi && c.type != "double") throw std::runtime_error("--jacobi needs --type double");
+  if (!c.devices.empty() && (c.compute_us > 0 || c.jacobi))
+    throw std::runtime_error("--compute and --jacobi run on the rank's GPU: not with --devices");
   if (all_baselines) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -210,6 +223,19 @@ void make_arrays(const Config& c, Arrays& a) {
   } else if (global[0] == 0) {
     global = {64, 64, 64};
   }
+  if (c.device && !c.devices.empty()) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int local = 0;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    const int n = gpu::device_count();
+    for (int i = 0; i < c.subdomains; ++i) {
+      const int d = c.devices[0] == -2 ? (local * c.subdomains + i) % n : c.devices[static_cast<std::size_t>(i) % c.devices.size()];
+      if (d < 0 || d >= n) throw std::runtime_error("--devices: no GPU " + std::to_string(d) + " (" + std::to_string(n) + " visible)");
+      o.devices.push_back(d);
+    }
+  }
   a.dom = fh::Domain::create(MPI_COMM_WORLD, global, o);
   a.device = c.device;
   const fh::Widths w = c.widths();
@@ -219,7 +245,7 @@ void make_arrays(const Config& c, Arrays& a) {
       fh::Field fl = fh::dense_field_bytes(nullptr, c.elem, s.extent, w, fh::Order::x_fastest, nullptr, "f" + std::to_string(f));
       const i64 bytes = fl.alloc[0] * fl.alloc[1] * fl.alloc[2] * c.elem;
       for (int copy = 0; copy < (c.jacobi ? 2 : 1); ++copy) {
-        void* p = c.device ? gpu::alloc(bytes) : std::calloc(static_cast<std::size_t>(bytes), 1);
+        void* p = c.device ? gpu::alloc(bytes, s.device) : std::calloc(static_cast<std::size_t>(bytes), 1);
         if (p == nullptr) throw std::runtime_error("out of memory");
         a.mem.push_back(p);
         (copy == 0 ? fl.data : fl.data_next) = p;
