@@ -11,7 +11,10 @@
 //             write; prefetch: cudaMemPrefetchAsync first). Pinned and mapped also bidirectional:
 //             H2D and D2H at once on two streams.
 //   peer      GPU 0 -> GPU 1, GPU 1 -> GPU 0 and both at once (cudaMemcpyPeerAsync, issued on
-//             streams of GPU 0), with peer access when the pair has it. Needs 2 GPUs.
+//             streams of GPU 0), with peer access when the pair has it. With peer access also
+//             the three halo faces of a 262^3 grid, GPU 0's grid into GPU 1's: cudaMemcpy3DPeer,
+//             pack -> peer copy -> unpack, pack straight into GPU 1 -> unpack, against the
+//             contiguous peer copy of the same bytes. Needs 2 GPUs.
 //   copy2d3d  cudaMemcpy2DAsync (rows of 8 B .. 4 KiB at twice their width) and cudaMemcpy3DAsync
 //             (the faces of a 262^3 grid of doubles, and a 128^3 box), D2D and D2H into pinned
 //             memory, against the contiguous copy of the same bytes.

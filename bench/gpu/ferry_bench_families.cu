@@ -42,6 +42,122 @@ namespace ferry_bench_gpu {
 // ---------------------------------------------------------------------------------------------
 // peer
 
+// The halo faces of a 262^3 grid of doubles (256^3 interior, radius 3) on GPU 0 moved into the
+// same grid on GPU 1, four ways: cudaMemcpy3DPeerAsync grid to grid; Ferry's pack into a buffer,
+// a peer copy, Ferry's unpack on GPU 1 (pack -> peer -> unpack); Ferry's pack written straight
+// into GPU 1's buffer over the link, then the unpack (one-shot, the halo library's peer method);
+// and the contiguous peer copy of as many bytes. Timed with events on GPU 0's stream, which waits
+// for GPU 1's unpack.
+static struct PeerFaces {
+  char *grid0 = nullptr, *grid1 = nullptr, *buf0 = nullptr, *buf1 = nullptr;
+  cudaStream_t s1 = nullptr;
+  cudaEvent_t copied = nullptr, unpacked = nullptr;
+} pf;
+
+static void peer_faces(std::vector<Job>& jobs) {
+  constexpr int e = 262, r = 3, n = 256;
+  constexpr std::size_t row = std::size_t{e} * 8, grid_bytes = row * e * e, face_bytes = std::size_t{n} * n * r * 8;
+  CK(cudaSetDevice(1));
+  CK(cudaMalloc(&pf.grid1, grid_bytes));
+  CK(cudaMalloc(&pf.buf1, face_bytes));
+  CK(cudaMemset(pf.grid1, 0, grid_bytes));
+  CK(cudaStreamCreateWithFlags(&pf.s1, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&pf.unpacked, cudaEventDisableTiming));
+  CK(cudaDeviceSynchronize());
+  CK(cudaSetDevice(0));
+  CK(cudaMalloc(&pf.grid0, grid_bytes));
+  CK(cudaMalloc(&pf.buf0, face_bytes));
+  CK(cudaMemset(pf.grid0, 5, grid_bytes));
+  CK(cudaEventCreateWithFlags(&pf.copied, cudaEventDisableTiming));
+  CK(cudaDeviceSynchronize());
+  struct Face {
+    const char* name;
+    int x0, ex, ey, ez;  // send box at (x0, 3, 3) or its transposes; received at the opposite side
+    int axis;
+  };
+  const Face faces[] = {{"-X face 3x256x256", 3, r, n, n, 0}, {"-Y face 256x3x256", 3, n, r, n, 1},
+                        {"-Z face 256x256x3", 3, n, n, r, 2}};
+  for (const Face& f : faces) {
+    // Sent from interior [3, 6) on the axis, received into the halo [259, 262) of GPU 1's grid.
+    int from[3] = {r, r, r}, to[3] = {r, r, r};
+    from[f.axis] = r, to[f.axis] = r + n;
+    const int sizes[3] = {e, e, e}, sub[3] = {f.ez, f.ey, f.ex};
+    auto subarray = [&](const int* at) {
+      const int start[3] = {at[2], at[1], at[0]};
+      MPI_Datatype t;
+      MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, MPI_DOUBLE, &t);
+      MPI_Type_commit(&t);
+      ferry::Type ty = ferry::translate(t);
+      MPI_Type_free(&t);
+      return ty;
+    };
+    const ferry::Type send = subarray(from), recv = subarray(to);
+    const i64 bytes = send.size();
+    cudaMemcpy3DPeerParms p{};
+    p.srcDevice = 0;
+    p.dstDevice = 1;
+    p.srcPtr = make_cudaPitchedPtr(pf.grid0, row, row, e);
+    p.dstPtr = make_cudaPitchedPtr(pf.grid1, row, row, e);
+    p.srcPos = make_cudaPos(std::size_t(from[0]) * 8, std::size_t(from[1]), std::size_t(from[2]));
+    p.dstPos = make_cudaPos(std::size_t(to[0]) * 8, std::size_t(to[1]), std::size_t(to[2]));
+    p.extent = make_cudaExtent(std::size_t(f.ex) * 8, std::size_t(f.ey), std::size_t(f.ez));
+    // GPU 1's unpack after `a`'s work so far; `a` then waits for it.
+    auto unpack_on_1 = [send, recv](cudaStream_t a) {
+      CK(cudaEventRecord(pf.copied, a));
+      CK(cudaSetDevice(1));
+      CK(cudaStreamWaitEvent(pf.s1, pf.copied, 0));
+      ferry::gpu::unpack_async(pf.buf1, pf.grid1, 1, recv, pf.s1);
+      CK(cudaEventRecord(pf.unpacked, pf.s1));
+      CK(cudaSetDevice(0));
+      CK(cudaStreamWaitEvent(a, pf.unpacked, 0));
+    };
+    const std::string name = f.name;
+    jobs.push_back({[=] {
+      record("peer", "memcpy3d peer grid->grid " + name, "memcpy3d", "0->1", bytes,
+             repeat([&] { return evented([&](cudaStream_t a) { CK(cudaMemcpy3DPeerAsync(&p, a)); }); }), "events");
+      record("peer", "pack->peer->unpack " + name, "pack+copy+unpack", "0->1", bytes, repeat([&] {
+               return evented([&](cudaStream_t a) {
+                 ferry::gpu::pack_async(pf.grid0, 1, send, pf.buf0, a);
+                 CK(cudaMemcpyPeerAsync(pf.buf1, 1, pf.buf0, 0, static_cast<std::size_t>(bytes), a));
+                 unpack_on_1(a);
+               });
+             }), "events");
+      try {
+        record("peer", "pack into peer->unpack " + name, "pack-peer+unpack", "0->1", bytes, repeat([&] {
+                 return evented([&](cudaStream_t a) {
+                   ferry::gpu::pack_async(pf.grid0, 1, send, pf.buf1, a);
+                   unpack_on_1(a);
+                 });
+               }), "events");
+      } catch (const std::exception& ex) {
+        CK(cudaSetDevice(0));
+        notes.push_back("peer: pack into GPU 1's memory from GPU 0 refused: " + std::string(ex.what()));
+      }
+      record("peer", "contiguous peer " + name, "contiguous", "0->1", bytes, repeat([&] {
+               return evented([&](cudaStream_t a) {
+                 CK(cudaMemcpyPeerAsync(pf.buf1, 1, pf.buf0, 0, static_cast<std::size_t>(bytes), a));
+               });
+             }), "events");
+    }});
+  }
+}
+
+static void peer_faces_free() {
+  if (!pf.grid0) return;
+  CK(cudaSetDevice(1));
+  CK(cudaDeviceSynchronize());
+  CK(cudaFree(pf.grid1));
+  CK(cudaFree(pf.buf1));
+  CK(cudaStreamDestroy(pf.s1));
+  CK(cudaEventDestroy(pf.unpacked));
+  CK(cudaSetDevice(0));
+  CK(cudaDeviceSynchronize());
+  CK(cudaFree(pf.grid0));
+  CK(cudaFree(pf.buf0));
+  CK(cudaEventDestroy(pf.copied));
+  pf = PeerFaces{};
+}
+
 void family_peer() {
   if (ctx.devices < 2) {
     skipped.push_back({"peer", "needs 2 GPUs, found " + std::to_string(ctx.devices)});
@@ -108,7 +224,9 @@ void family_peer() {
              }), timing, 2.0);
     }});
   }
+  if (p2p) peer_faces(jobs);
   run_jobs("peer", jobs);
+  peer_faces_free();
   CK(cudaDeviceSynchronize());
   CK(cudaFree(a0));
   CK(cudaFree(b0));
