@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -46,14 +47,19 @@ struct DeviceArrays {
   }
 };
 
-void make_device(const Layout& L, const Index3& n, DeviceArrays& d) {
+// On the subdomain's GPU (`device`), the current one restored after.
+void make_device(const Layout& L, const Index3& n, int device, DeviceArrays& d) {
   d.host = make_arrays(L, n);
   d.fields = d.host.fields;
+  int was = 0;
+  ASSERT_EQ(cudaGetDevice(&was), cudaSuccess);
+  if (device >= 0) ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
   for (auto& m : d.host.mem) {
     void* p = nullptr;
     ASSERT_EQ(cudaMalloc(&p, m.size()), cudaSuccess);
     d.dev.push_back(p);
   }
+  ASSERT_EQ(cudaSetDevice(was), cudaSuccess);
   // Point each field (and its second array) at the same offset of the device twin.
   for (fh::Field& f : d.fields)
     for (void** ptr : {&f.data, &f.data_next})
@@ -83,7 +89,7 @@ void run(const fh::Domain& dom, const Layout& L, const fh::Options& opt, int rou
   std::vector<std::vector<fh::Field>> fields;
   for (const auto& sub : dom.local()) {
     arrays.push_back(std::make_unique<DeviceArrays>());
-    make_device(L, sub.extent, *arrays.back());
+    make_device(L, sub.extent, sub.device, *arrays.back());
     fields.push_back(arrays.back()->fields);
   }
   fh::Plan plan = fh::plan(dom, fields, opt);
@@ -178,6 +184,30 @@ TEST(HaloGpu, PeerPathOnOneGpu) {
   fh::Options opt;
   opt.method = fh::Method::peer;
   run(dom, L, opt, 2, "peer on one GPU");
+}
+
+// Subdomains on every GPU of the machine (up to 4) in each process: the peer path between GPUs
+// (one copy per pair of GPUs), the model's choice and forced, graphs on and off. Skipped with
+// fewer than 2 GPUs.
+TEST(HaloGpu, SubdomainsOnSeveralGpus) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) GTEST_SKIP() << "needs 2 GPUs";
+  fh::DomainOptions o;
+  o.periodic = {true, true, false};
+  o.subdomains = std::min(n, 4);
+  for (int i = 0; i < o.subdomains; ++i) o.devices.push_back(i);
+  fh::Domain dom = fh::Domain::create(MPI_COMM_WORLD, {40, 24, 20}, o);
+  Layout L;
+  L.elem = {8, 4};
+  L.widths = {fh::Widths::uniform(2), fh::Widths::uniform(1)};
+  L.second = true;
+  for (int k = 0; k < 3; ++k) {
+    fh::Options opt;
+    opt.graphs = k != 1;
+    if (k == 2) opt.method = fh::Method::peer;
+    run(dom, L, opt, 3, "subdomains on " + std::to_string(o.subdomains) + " GPUs, case " + std::to_string(k));
+    if (HasFatalFailure()) return;
+  }
 }
 
 }  // namespace

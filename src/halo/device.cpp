@@ -119,7 +119,7 @@ void DeviceBackend::start(gpu::Stream user) {
   for (auto& pc : s_.peers) {
     Dev& src = s_.devs[pc.src];
     gpu::DeviceScope scope(src.device);
-    gpu::copy_peer_async(pc.dst_buf, s_.devs[pc.dst].device, pc.src_buf, src.device, pc.copy->bytes, src.run);
+    gpu::copy_peer_async(pc.dst_buf, s_.devs[pc.dst].device, pc.src_buf, src.device, pc.bytes, src.run);
     gpu::record(pc.copied, src.run);
   }
   // Pipelined sends: the packed buffer goes to pinned memory part by part, each with an event.

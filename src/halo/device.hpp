@@ -51,8 +51,12 @@ struct DeviceBackendState {
     bool done = false;
     transport::IpcCache::Lease lease, flag_lease;
   };
-  struct PeerCopy {  // a Copy by way of the peer path: pack, copy between GPUs, unpack
-    Copy* copy = nullptr;
+  // The Copies from one GPU to another of this process (the peer path): packed into one buffer
+  // on the source GPU, moved by one copy between GPUs, unpacked from one buffer on the
+  // destination. One copy per pair of GPUs, not per region: each copy costs microseconds.
+  struct PeerCopy {
+    std::vector<std::pair<Copy*, i64>> parts;  // (copy, offset in the buffers)
+    i64 bytes = 0;
     int src = -1, dst = -1;  // indices into devs
     char* src_buf = nullptr;
     char* dst_buf = nullptr;
