@@ -504,6 +504,11 @@ class Outgoing {
  public:
   virtual ~Outgoing() = default;
   virtual int finish() = 0;
+  // `request` has completed and the caller has not finished the send yet: start, without
+  // blocking, whatever the receiver waits for (a rendezvous whose receiver could not map the
+  // data asks for it staged: it goes now, not when the application completes the send, which may
+  // be after a receive of its own that this receiver cannot reach until it has the data).
+  virtual void serve() {}
   MPI_Request request = MPI_REQUEST_NULL;
   // finish() already ran (everything had completed when send() returned): `request` is a
   // completed request of the MPI's that the caller hands on and needs nothing more for.

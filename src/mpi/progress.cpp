@@ -43,7 +43,7 @@ void Requests::complete_detached(MPI_Request r) {
 void Requests::progress_of(bool all_threads, std::thread::id me) {
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
-  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached;
+  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached, sends;
   {
     std::lock_guard lock(mutex_);
     for (auto& [r, p] : table_) {
@@ -52,10 +52,31 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
         detached.emplace_back(r, p.id);
       } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
         candidates.emplace_back(r, p.id);
+      } else if (p.serve && !p.served) {
+        sends.emplace_back(r, p.id);
       }
     }
   }
   for (auto [r, id] : detached) complete_detached(r);
+  // Sends whose request completed: their serve step now (a receiver may wait for its data).
+  for (auto [r, id] : sends) {
+    int flag = 0;
+    MPI_Status st;
+    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
+    std::function<void()> serve;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.served) continue;
+      count_stub(it->second, -1);
+      it->second.served = true;
+      serve = it->second.serve;
+    }
+    try {
+      serve();
+    } catch (...) {  // the send's completion reports what failed (Rendezvous keeps its result)
+    }
+  }
   for (auto [r, id] : candidates) {
     int flag = 0;
     MPI_Status st;

@@ -54,6 +54,11 @@ struct Pending {
   // Run once the request completed successfully (and was not cancelled), after any unpack; its
   // MPI result becomes the completion's (a failed write-back, say).
   std::function<int(const MPI_Status*)> finish;
+  // A send with more to do once its MPI request completes (Outgoing::serve): run by progress as
+  // soon as it has, before the application completes the request. While it has not run, blocking
+  // calls poll, as for a receive that may get a stub.
+  std::function<void()> serve;
+  bool served = false;
   bool detached = false;     // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;    // MPI_Request_get_status saw it complete and the data is in place
   std::thread::id owner = std::this_thread::get_id();  // the thread that posted it
@@ -97,6 +102,7 @@ class Requests {
   int complete(MPI_Request r, MPI_Status* st, bool errors_in_status = false);
   // Receives that may hold a stub and are not finished yet (or requests freed while active): while
   // there are any, blocking calls poll (progress) instead of blocking inside the MPI.
+  // (Also sends whose serve step has not run: hot::stubs counts both.)
   bool polling() const {
     return hot::stubs.load(std::memory_order_acquire) > 0 || hot::detached.load(std::memory_order_acquire) > 0;
   }

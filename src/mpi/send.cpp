@@ -35,6 +35,7 @@ int track(std::unique_ptr<transport::Outgoing> out, MPI_Request* request) {
   p.uncancellable = true;  // the stub is out: the receiver may be reading already
   std::shared_ptr<transport::Outgoing> o = std::move(out);
   p.finish = [o](const MPI_Status*) { return o->finish(); };
+  p.serve = [o] { o->serve(); };
   return requests().add_or_finish(*request, std::move(p));
 }
 

@@ -70,6 +70,7 @@ class Rendezvous : public Outgoing {
   ~Rendezvous() override {
     if (stub_request_ != MPI_REQUEST_NULL) PMPI_Wait(&stub_request_, MPI_STATUS_IGNORE);
     if (desc_request_ != MPI_REQUEST_NULL) PMPI_Wait(&desc_request_, MPI_STATUS_IGNORE);
+    if (data_request_ != MPI_REQUEST_NULL) PMPI_Wait(&data_request_, MPI_STATUS_IGNORE);
     if (local_) methods::local_drop(stub_.seq);
     if (staging_) device_pool(staging_device_).put(staging_);
   }
@@ -82,15 +83,20 @@ class Rendezvous : public Outgoing {
       if (rc == MPI_SUCCESS) rc = r;
     }
     if (!local_) learn_gpu(route_.peer, ack_[1]);
+    confirm_type();
     if (rc != MPI_SUCCESS || ack_[0] != wire::kAckNeedData) return rc;
-    Buffer host(pinned_pool(), stub_.bytes);
-    if (staging_) {
-      gpu::copy(host.get(), staging_, stub_.bytes);
-    } else {
-      stage(route_, host.get());
-    }
-    return PMPI_Send(host.get(), static_cast<int>(stub_.bytes), MPI_BYTE, route_.peer,
-                     wire::data_tag(stub_.seq), wire::state().ctl);
+    if (!data_started_) start_data();
+    if (data_rc_ != MPI_SUCCESS) return data_rc_;
+    return PMPI_Wait(&data_request_, MPI_STATUS_IGNORE);
+  }
+  // The acknowledgement arrived: if it asks for the data, the data goes now (see Outgoing).
+  void serve() override {
+    confirm_type();
+    if (ack_[0] == wire::kAckNeedData && !data_started_) start_data();
+  }
+  // The receiver moved the data in the described layout: it knows the description now.
+  void confirm_type() {
+    if (stub_.type_key != 0 && ack_[0] == wire::kAckDone) wire::describe().confirm(route_.peer, stub_.type_key);
   }
 
   // Posts the acknowledgement's receive, the stub, and the description if it must travel.
@@ -110,10 +116,33 @@ class Rendezvous : public Outgoing {
     return rc;
   }
 
+  // The data staged through pinned memory, sent without blocking (any number of these may be
+  // outstanding while their receivers take them in any order).
+  void start_data() {
+    data_started_ = true;
+    host_ = std::make_unique<Buffer>(pinned_pool(), stub_.bytes);
+    try {
+      if (staging_) {
+        gpu::copy(host_->get(), staging_, stub_.bytes);
+      } else {
+        stage(route_, host_->get());
+      }
+    } catch (const Error& e) {
+      data_rc_ = e.mpi_error_class();  // finish() reports it
+      throw;
+    }
+    data_rc_ = PMPI_Isend(host_->get(), static_cast<int>(stub_.bytes), MPI_BYTE, route_.peer,
+                          wire::data_tag(stub_.seq), wire::state().ctl, &data_request_);
+  }
+
   Route route_;
   Stub stub_{};
   std::uint64_t ack_[2] = {~std::uint64_t{0}, 0};
   MPI_Request stub_request_ = MPI_REQUEST_NULL, desc_request_ = MPI_REQUEST_NULL;
+  MPI_Request data_request_ = MPI_REQUEST_NULL;
+  std::unique_ptr<Buffer> host_;  // declared before its request's wait in the destructor ends
+  bool data_started_ = false;
+  int data_rc_ = MPI_SUCCESS;
   std::shared_ptr<const std::vector<char>> description_;
   void* staging_ = nullptr;  // a device pool buffer the data was packed into
   int staging_device_ = -1;

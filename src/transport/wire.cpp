@@ -242,7 +242,13 @@ std::optional<Describe::Text> Describe::of(const std::shared_ptr<const Type>& t)
 bool Describe::first_time(int dest, std::uint64_t key) {
   DescribeState& d = describe_state();
   std::lock_guard lock(d.mutex);
-  return d.sent.insert({dest, key}).second;
+  return d.sent.count({dest, key}) == 0;
+}
+
+void Describe::confirm(int dest, std::uint64_t key) {
+  DescribeState& d = describe_state();
+  std::lock_guard lock(d.mutex);
+  d.sent.insert({dest, key});
 }
 
 std::shared_ptr<const Type> Describe::known(int sender, std::uint64_t key) {

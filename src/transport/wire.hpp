@@ -84,8 +84,12 @@ class Describe {
     std::shared_ptr<const std::vector<char>> bytes;
   };
   std::optional<Text> of(const std::shared_ptr<const Type>& t);
-  // True the first time `dest` needs the description `key` (the sender sends it then).
+  // True while `dest` may not know the description `key` (the sender sends it along then): until
+  // a receiver's acknowledgement confirmed it. (Only the first is not enough: a receiver may take
+  // a later stub of the same type before the one that carried the description, and would not
+  // know the layout.)
   bool first_time(int dest, std::uint64_t key);
+  void confirm(int dest, std::uint64_t key);
   // A receiver's copy: the type `sender` described under `key`, null if not known.
   std::shared_ptr<const Type> known(int sender, std::uint64_t key);
   // Reads a description that arrived and keeps it; MPI_ERR_OTHER for a malformed one.
