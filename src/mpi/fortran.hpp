@@ -15,8 +15,9 @@
 // mpi_fortran_in_place_ mean MPI_BOTTOM and MPI_IN_PLACE. So the f08 symbols share the mpif.h
 // entries' code.
 //
-// MPICH needs none of this: its Fortran bindings (libmpichfort, mpif.h, `use mpi` and the f08
-// TS 29113 ones) call MPI_*, which Ferry interposes. With MPICH these files define nothing.
+// MPICH needs this only for request completion: its Fortran bindings (libmpichfort, mpif.h,
+// `use mpi` and the f08 TS 29113 ones) call MPI_* for the rest, which Ferry interposes, but
+// PMPI_* for the waits, tests and starts (fortran_requests.cpp).
 #pragma once
 
 #include <mpi.h>
@@ -51,6 +52,20 @@ inline bool is_sentinel(const void* p, const char* a, const char* b, const char*
   return p != nullptr && (p == a || p == b || p == c || p == d);
 }
 
+// MPICH's `use mpi_f08` passes its own sentinels for MPI_STATUS(ES)_IGNORE: the objects
+// MPIR_F08_MPI_STATUS(ES)_IGNORE_OBJ, which MPI_F08_STATUS(ES)_IGNORE point to.
+inline bool f08_ignored(const F* f, bool many) {
+#if defined(MPICH) && MPI_VERSION >= 4
+  const void* p = f;
+  return many ? (p == MPI_F08_STATUSES_IGNORE || p == MPIR_F08_MPI_STATUSES_IGNORE_OBJ)
+              : (p == MPI_F08_STATUS_IGNORE || p == &MPIR_F08_MPI_STATUS_IGNORE_OBJ);
+#else
+  (void)f;
+  (void)many;
+  return false;
+#endif
+}
+
 // An output status: MPI_STATUS_IGNORE for Fortran's, else converted back by done().
 class Status {
  public:
@@ -61,7 +76,7 @@ class Status {
   }
 
  private:
-  bool ignored() const { return f_ == nullptr || f_ == MPI_F_STATUS_IGNORE; }
+  bool ignored() const { return f_ == nullptr || f_ == MPI_F_STATUS_IGNORE || f08_ignored(f_, false); }
   F* f_;
   MPI_Status c_{};
 };
@@ -77,7 +92,7 @@ class Statuses {
   }
 
  private:
-  bool ignored() const { return f_ == nullptr || f_ == MPI_F_STATUSES_IGNORE; }
+  bool ignored() const { return f_ == nullptr || f_ == MPI_F_STATUSES_IGNORE || f08_ignored(f_, true); }
   F* f_;
   std::vector<MPI_Status> c_;
 };

@@ -89,9 +89,6 @@ void degrees(MPI_Comm c, int* in, int* out) {
   FERRY_FORTRAN_COLL(mpi_##lower, MPI_##UPPER, MPI_##Name, P, A)        \
   FERRY_FORTRAN_ICOLL(mpi_i##lower, MPI_I##UPPER, MPI_I##lower, P, A)
 
-FERRY_FORTRAN(mpi_barrier, MPI_BARRIER, (F* c, F* ierror)) {
-  entry(ierror, [&] { return MPI_Barrier(comm(c)); });
-}
 FERRY_FORTRAN_BOTH(bcast, BCAST, Bcast, BCAST_P, BCAST_A)
 FERRY_FORTRAN_BOTH(reduce, REDUCE, Reduce, REDUCE_P, REDUCE_A)
 FERRY_FORTRAN_BOTH(allreduce, ALLREDUCE, Allreduce, ALLREDUCE_P, ALLREDUCE_A)
