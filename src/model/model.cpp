@@ -150,9 +150,8 @@ Model Model::builtin() {
   // Measured on one H100 under CUDA MPS, two ranks sharing it (ferry-measure --quick, 2026-11-25
   // 18:46 UTC; docs/performance.md "Built-in model"): staged 16.9 us at 1 B and 5.8 GB/s (16 MiB:
   // 2,900 us); IPC 13.5 us at its 4 KiB floor and 1.37 TB/s (64 MiB: 62.5 us); pipelined as
-  // measured at 1, 4, 16 and 64 MiB. Not measurable on one GPU, estimates: IPC to another GPU (the
-  // same floor; 350 GB/s, under the 387 GB/s measured between two H200s) and both methods across
-  // nodes (below).
+  // measured at 1, 4, 16 and 64 MiB. IPC to another GPU: measured on two H200s (below). Both
+  // methods across nodes: estimates (below).
   Model m;
   m.info["source"] = "built-in";
   const Curve pipelined_one_node{{1 << 20, 4 << 20, 16 << 20, 64 << 20},
@@ -165,7 +164,11 @@ Model Model::builtin() {
   // 12 GB/s), the pipelined method overlapping them (126.8 us + 25 GB/s).
   m.set_curve(Method::staged, Locality::other_node, line(13.0, 12.0));
   m.set_curve(Method::pipelined, Locality::other_node, line(126.8, 25.0));
-  m.set_curve(Method::ipc, Locality::other_gpu, line(13.5, 350.0));
+  // IPC to another GPU of the node, measured between two H200s over NVLink (ferry-measure --quick,
+  // one rank per GPU, 2026-11-28 17:12 UTC; docs/img/model_h200_2gpu.json, held-out check 28/28).
+  m.set_curve(Method::ipc, Locality::other_gpu,
+              Curve{{4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20},
+                    {10.7, 10.6, 11.0, 11.9, 13.7, 22.1, 55.1, 184.9}});
   m.set_curve(Method::ipc, Locality::same_gpu, line(13.5, 1370.0));
   // The MPI alone between host buffers of one node (Open MPI 4.1, shared memory; bench_pingpong's
   // host rows on the H100 and H200 machines), for the pipelined chunk rule.
