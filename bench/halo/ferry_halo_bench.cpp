@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "../../tests/halo_grid.hpp"
+#include "../local_rank.hpp"
 #include "halo_bench.hpp"
 
 namespace hb {
@@ -254,25 +255,6 @@ nlohmann::json to_json(const Summary& s) {
   return {{"median_us", s.median}, {"trimean_us", s.trimean}, {"q1_us", s.q1}, {"q3_us", s.q3}, {"min_us", s.min}, {"max_us", s.max}};
 }
 
-// The node-local rank from the launcher's environment (before MPI_Init), or -1.
-int env_local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK",
-                        "MV2_COMM_WORLD_LOCAL_RANK"})
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  return -1;
-}
-
-// The node-local rank from MPI: the GPU choice made before MPI_Init, corrected where the launcher
-// did not say.
-void choose_device_after_init() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  gpu::choose_device(local);
-}
-
 // The P2P floor of the run: the GPUs the domain uses (on rank 0's node) copy, all at once, the
 // bytes each GPU sends to other GPUs per exchange (the largest over GPUs, from `ferry`'s plan) in
 // a ring, contiguous. Timed by rank 0 while the others wait. Empty where fewer than 2 GPUs.
@@ -315,7 +297,7 @@ int bench_main(int argc, char** argv) {
     if (rank_of() == 0) std::printf("ferry-halo-bench: skipped: --memory device and no usable GPU\n");
     return 77;  // ctest's skip code
   }
-  if (c.device) choose_device_after_init();
+  if (c.device) gpu::choose_device(bench::node_rank(MPI_COMM_WORLD));  // where the launcher did not say
   Arrays a;
   make_arrays(c, a);
   if (rank_of() == 0 && !c.quiet) std::fprintf(stderr, "%s\n", a.dom.describe().c_str());
@@ -394,7 +376,7 @@ int main(int argc, char** argv) {
   // Device arrays: the rank's GPU before MPI_Init, so that what MPI and Ferry do there uses it.
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--memory") == 0 && std::strcmp(argv[i + 1], "device") == 0)
-      hb::gpu::choose_device(hb::env_local_rank());
+      hb::gpu::choose_device(bench::env_local_rank());
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 0;

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "../local_rank.hpp"
 #include "halo_bench.hpp"
 
 namespace hb {
@@ -224,11 +225,7 @@ void make_arrays(const Config& c, Arrays& a) {
     global = {64, 64, 64};
   }
   if (c.device && !c.devices.empty()) {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    int local = 0;
-    MPI_Comm_rank(node, &local);
-    MPI_Comm_free(&node);
+    const int local = bench::node_rank(MPI_COMM_WORLD);
     const int n = gpu::device_count();
     for (int i = 0; i < c.subdomains; ++i) {
       const int d = c.devices[0] == -2 ? (local * c.subdomains + i) % n : c.devices[static_cast<std::size_t>(i) % c.devices.size()];

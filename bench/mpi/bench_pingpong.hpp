@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../local_rank.hpp"
 #include "../mps.hpp"
 #include "pingpong_kernels.hpp"
 

@@ -123,13 +123,6 @@ void detect_interposer() {
   }
 }
 
-int env_local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                        "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"})
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  return -1;
-}
-
 // Before MPI_Init, so that whatever the MPI library or the interposer does with CUDA happens on
 // this rank's device: node-local rank r uses device r % count (of the devices it can see).
 void choose_device_early() {
@@ -139,7 +132,7 @@ void choose_device_early() {
     return;
   }
   env.devices = n;
-  const int local = env_local_rank();
+  const int local = bench::env_local_rank();
   env.device = (local >= 0 ? local : 0) % n;
   if (cudaSetDevice(env.device) != cudaSuccess) {
     cudaGetLastError();
@@ -170,11 +163,7 @@ void setup_env() {
 
   // Node-local rank, now from MPI; the device choice of choose_device_early() is corrected if the
   // launcher did not say.
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
+  const int local = bench::node_rank(comm);
   if (env.devices > 0) {
     const int want = local % env.devices;
     if (want != env.device) {

@@ -43,22 +43,8 @@ void* buffer(const void* p) noexcept {
 using namespace ferry::mpi_detail::fortran;
 using ferry::mpi_detail::fortran::F;
 
-// ---- Initialization, communicators, datatypes, pack
+// ---- Pack
 
-FERRY_FORTRAN(mpi_init, MPI_INIT, (F* ierror)) {
-  entry(ierror, [&] { return MPI_Init(nullptr, nullptr); });
-}
-FERRY_FORTRAN(mpi_init_thread, MPI_INIT_THREAD, (F* required, F* provided, F* ierror)) {
-  entry(ierror, [&] {
-    int p = 0;
-    const int rc = MPI_Init_thread(nullptr, nullptr, *required, &p);
-    *provided = p;
-    return rc;
-  });
-}
-FERRY_FORTRAN(mpi_finalize, MPI_FINALIZE, (F* ierror)) {
-  entry(ierror, [&] { return MPI_Finalize(); });
-}
 FERRY_FORTRAN(mpi_pack, MPI_PACK, (void* in, F* n, F* t, void* out, F* outsize, F* position, F* c, F* ierror)) {
   entry(ierror, [&] { return MPI_Pack(buffer(in), *n, type(t), out, *outsize, position, comm(c)); });
 }

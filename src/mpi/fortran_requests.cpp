@@ -1,5 +1,5 @@
-// Fortran entries of request completion (start, wait, test in every form, cancel, free, status),
-// the probes, communicator and datatype release, type commit and the barrier.
+// Fortran entries of initialization, request completion (start, wait, test in every form, cancel,
+// free, status), the probes, communicator and datatype release, type commit and the barrier.
 // With Open MPI they are part of the full set (fortran.hpp). With MPICH they are the only ones:
 // its Fortran bindings (libmpichfort: mpif.h, `use mpi`, `use mpi_f08`) call MPI_* for everything
 // else, which Ferry interposes, but its `use mpi_f08` entries call PMPI_Init, PMPI_Wait, PMPI_Test,
@@ -22,8 +22,10 @@ using ferry::mpi_detail::fortran::F;
 #define FERRY_FORTRAN_REQUEST(lower, UPPER, params)                          \
   extern "C" __attribute__((visibility("default"))) void lower##_f08_ params; \
   extern "C" void lower##_f08_ params
+#endif
 
-// MPICH's f08 initialization and finalization call PMPI_*: Ferry would never start.
+// ---- Initialization (MPICH's f08 entries call PMPI_Init: Ferry would never start)
+
 FERRY_FORTRAN_REQUEST(mpi_init, MPI_INIT, (F* ierror)) {
   entry(ierror, [&] { return MPI_Init(nullptr, nullptr); });
 }
@@ -38,7 +40,6 @@ FERRY_FORTRAN_REQUEST(mpi_init_thread, MPI_INIT_THREAD, (F* required, F* provide
 FERRY_FORTRAN_REQUEST(mpi_finalize, MPI_FINALIZE, (F* ierror)) {
   entry(ierror, [&] { return MPI_Finalize(); });
 }
-#endif
 
 // ---- Probes
 
