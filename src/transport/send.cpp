@@ -177,7 +177,7 @@ std::unique_ptr<Outgoing> send_ipc(const Route& r, Mode mode, int dest, int tag,
   if (d) {
     s.type_key = d->key;
     s.count = r.count;
-    if (wire::describe().first_time(r.peer, d->key)) {
+    if (wire::describe().unconfirmed(r.peer, d->key)) {
       s.flags |= wire::kDescribed;
       f->description_ = d->bytes;
     }

@@ -239,7 +239,7 @@ std::optional<Describe::Text> Describe::of(const std::shared_ptr<const Type>& t)
   return text;
 }
 
-bool Describe::first_time(int dest, std::uint64_t key) {
+bool Describe::unconfirmed(int dest, std::uint64_t key) {
   DescribeState& d = describe_state();
   std::lock_guard lock(d.mutex);
   return d.sent.count({dest, key}) == 0;

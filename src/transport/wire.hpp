@@ -88,7 +88,7 @@ class Describe {
   // a receiver's acknowledgement confirmed it. (Only the first is not enough: a receiver may take
   // a later stub of the same type before the one that carried the description, and would not
   // know the layout.)
-  bool first_time(int dest, std::uint64_t key);
+  bool unconfirmed(int dest, std::uint64_t key);
   void confirm(int dest, std::uint64_t key);
   // A receiver's copy: the type `sender` described under `key`, null if not known.
   std::shared_ptr<const Type> known(int sender, std::uint64_t key);
