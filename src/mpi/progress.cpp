@@ -41,8 +41,16 @@ void Requests::complete_detached(MPI_Request r) {
 }
 
 void Requests::progress_of(bool all_threads, std::thread::id me) {
+  // Not again from inside itself (a detached send's finish step serves while it waits): the outer
+  // pass holds handles that the inner one could complete and MPI free.
+  static thread_local bool busy = false;
+  if (busy) return;
   std::unique_lock stub_lock(stub_mutex_, std::try_to_lock);
   if (!stub_lock.owns_lock()) return;  // another thread is at it
+  busy = true;
+  struct Done {
+    ~Done() { busy = false; }
+  } done;
   std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached, sends;
   {
     std::lock_guard lock(mutex_);

@@ -214,11 +214,19 @@ class Pipelined : public Outgoing {
     if (!rest_.empty()) PMPI_Waitall(static_cast<int>(rest_.size()), rest_.data(), MPI_STATUSES_IGNORE);
     pinned_pool().put(staging_);
   }
-  // Completing the request the caller waited for waits for the rest (by then done, or nearly) and
-  // gives the staging buffer back.
+  // Completing the request the caller waited for waits for the rest and gives the staging buffer
+  // back. The rest may still need the receiver: a synchronous send's request is the stub's, which
+  // completes once the receiver matched it, before it has posted the chunks' receives; if that
+  // receiver is itself finishing such a send, only serving here lets either go on.
   int finish() override {
     int rc = MPI_SUCCESS;
-    if (!rest_.empty()) rc = PMPI_Waitall(static_cast<int>(rest_.size()), rest_.data(), MPI_STATUSES_IGNORE);
+    const int n = static_cast<int>(rest_.size());
+    for (int flag = 0; n > 0 && !flag;) {
+      rc = serve_ ? PMPI_Testall(n, rest_.data(), &flag, MPI_STATUSES_IGNORE)
+                  : PMPI_Waitall(n, rest_.data(), MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS || !serve_) break;
+      if (!flag) serve_();
+    }
     rest_.clear();
     pinned_pool().put(staging_);
     staging_ = nullptr;
@@ -227,6 +235,7 @@ class Pipelined : public Outgoing {
   std::shared_ptr<Stub> stub_ = std::make_shared<Stub>();
   std::vector<MPI_Request> rest_;
   void* staging_ = nullptr;
+  Serve serve_ = nullptr;
 };
 
 bool complete(MPI_Request r) {
@@ -246,6 +255,7 @@ std::unique_ptr<Outgoing> send_pipelined(const Route& r, Mode mode, int dest, in
   if (on_gpu) gpu::settle(r.memory.alloc);  // packed on Ferry's own stream
 
   auto f = std::make_unique<Pipelined>();
+  f->serve_ = serve;
   Stub& s = *f->stub_;
   wire::fill(s, wire::kPipelined, r.bytes, r.peer, r.memory.alloc.device);
   s.offset = chunk;
