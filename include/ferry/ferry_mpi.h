@@ -22,6 +22,10 @@ long ferry_mpi_pipelined_sent(void);
 /* Messages of GPU data this process sent to itself by the local method (one copy or kernel from
  * the sender's layout into the receiver's, no staging). */
 long ferry_mpi_local_sent(void);
+/* Collective calls this process made as point-to-point messages of Ferry's (MPI_Alltoall(v/w) and
+ * the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers: each block a message with its
+ * own method) rather than through the MPI's collective on host copies. */
+long ferry_mpi_collective_messages(void);
 
 /* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
  * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).

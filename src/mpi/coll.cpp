@@ -76,14 +76,15 @@ Degrees neighbors(MPI_Comm comm) {
   if (topo == MPI_CART) {
     int ndims = 0;
     PMPI_Cartdim_get(comm, &ndims);
-    d = {2 * ndims, 2 * ndims, comm};
+    d = {2 * ndims, 2 * ndims, comm, true};
   } else if (topo == MPI_GRAPH) {
     int n = 0;
     PMPI_Graph_neighbors_count(comm, comm_rank(comm), &n);
-    d = {n, n};
+    d = {n, n, MPI_COMM_NULL, true};
   } else if (topo == MPI_DIST_GRAPH) {
     int weighted = 0;
     PMPI_Dist_graph_neighbors_count(comm, &d.in, &d.out, &weighted);
+    d.neighbourhood = true;
   }
   return d;
 }
@@ -159,6 +160,8 @@ BarrierComms& barrier_comms() {
 }  // namespace
 
 void forget(MPI_Comm comm) { barrier_comms().forget(comm); }
+
+MPI_Comm private_comm(MPI_Comm comm) { return barrier_comms().get(comm); }
 
 }  // namespace ferry::mpi_detail::coll
 

@@ -207,6 +207,7 @@ Rooted rooted(MPI_Comm comm, int root);
 struct Degrees {
   int in = 0, out = 0;
   MPI_Comm cart = MPI_COMM_NULL;
+  bool neighbourhood = false;  // of a process topology (else the group)
 };
 Degrees everyone(MPI_Comm comm);   // the group, or the remote group of an intercommunicator
 Degrees neighbors(MPI_Comm comm);  // the neighbours of a process topology
@@ -215,5 +216,8 @@ using mpi_detail::comm_size;
 
 // MPI_Comm_free: Ferry's barrier communicator of `comm` goes too.
 void forget(MPI_Comm comm);
+// Ferry's private duplicate of `comm` (its barrier's, and its collectives' messages), made at the
+// first call that needs it, which every process of `comm` makes (collectively); null on failure.
+MPI_Comm private_comm(MPI_Comm comm);
 
 }  // namespace ferry::mpi_detail::coll

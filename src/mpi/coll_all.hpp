@@ -2,8 +2,38 @@
 #pragma once
 
 #include "mpi/coll.hpp"
+#include "mpi/coll_pairs.hpp"
 
 namespace ferry::mpi_detail::coll {
+
+// The call as Ferry's own messages (coll_pairs.hpp) where they take it: `send_at(i)` and
+// `recv_at(j)` give the blocks to and from the i-th and j-th peer. -1 where they do not (the
+// caller goes on to the mirrors); else the call's result.
+template <class SendAt, class RecvAt, class... Req>
+int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at, RecvAt recv_at,
+             Req... request) noexcept {
+  return guard(comm, [&]() -> int {
+    if (sendbuf == MPI_IN_PLACE) return -1;
+    pairs::Peers p;
+    if (!pairs::peers(comm, neighbourhood, &p)) return -1;
+    std::vector<pairs::Block> s, r;
+    pairs::Block fs, fr;  // the first non-empty ones
+    auto add = [](std::vector<pairs::Block>& v, pairs::Block b, pairs::Block& first) {
+      if (b.count < 0 || (b.count > 0 && b.type == MPI_DATATYPE_NULL)) return false;  // the MPI says what
+      if (b.count > 0 && first.count == 0) first = b;
+      v.push_back(b);
+      return true;
+    };
+    for (std::size_t i = 0; i < p.out.size(); ++i)
+      if (!add(s, send_at(i), fs)) return -1;
+    for (std::size_t j = 0; j < p.in.size(); ++j)
+      if (!add(r, recv_at(j), fr)) return -1;
+    if (!pairs::wanted(sendbuf, fs, fr)) return -1;
+    MPI_Request* req = nullptr;
+    if constexpr (sizeof...(Req) > 0) req = (..., request);
+    return pairs::run(comm, p, s, r, req);
+  });
+}
 
 // MPI_Allreduce, MPI_Scan, MPI_Exscan.
 template <class Fn, class... Req>
@@ -24,6 +54,15 @@ template <class Fn, class... Req>
 template <class Fn, class... Req>
 [[gnu::noinline]] int fan(Fn fn, Degrees d, bool each, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
         void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
+  if (each || d.neighbourhood) {
+    const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
+    const int rc = by_pairs(
+        comm, d.neighbourhood, sendbuf,
+        [&](std::size_t i) { return pairs::block(sendbuf, each ? static_cast<i64>(i) * sendcount * se : 0, sendcount, sendtype); },
+        [&](std::size_t j) { return pairs::block(recvbuf, static_cast<i64>(j) * recvcount * re, recvcount, recvtype); },
+        request...);
+    if (rc >= 0) return rc;
+  }
   const i64 sent = each ? i64{sendcount} * d.out : d.out > 0 ? sendcount : 0;
   return exchange(
       comm, Elems{sendbuf, sent, sendtype, Use::in},
@@ -38,6 +77,13 @@ template <class Fn, class... Req>
 [[gnu::noinline]] int allgatherv(Fn fn, Degrees d, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                void* recvbuf, const int* recvcounts, const int* displs, MPI_Datatype recvtype,
                MPI_Comm comm, Req... request) {
+  if (d.neighbourhood && recvcounts && displs) {
+    const i64 re = pairs::extent(recvtype);
+    const int rc = by_pairs(
+        comm, true, sendbuf, [&](std::size_t) { return pairs::block(sendbuf, 0, sendcount, sendtype); },
+        [&](std::size_t j) { return pairs::block(recvbuf, displs[j] * re, recvcounts[j], recvtype); }, request...);
+    if (rc >= 0) return rc;
+  }
   return exchange(
       comm, Elems{sendbuf, d.out > 0 ? sendcount : 0, sendtype, Use::in},
       Blocks{recvbuf, d.in, recvcounts, displs, recvtype, received(sendbuf), d.cart},
@@ -52,6 +98,14 @@ template <class Fn, class... Req>
 [[gnu::noinline]] int alltoallv(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts, const int* sdispls,
               MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
               MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
+  if (sendcounts && sdispls && recvcounts && rdispls) {
+    const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
+    const int rc = by_pairs(
+        comm, d.neighbourhood, sendbuf,
+        [&](std::size_t i) { return pairs::block(sendbuf, sdispls[i] * se, sendcounts[i], sendtype); },
+        [&](std::size_t j) { return pairs::block(recvbuf, rdispls[j] * re, recvcounts[j], recvtype); }, request...);
+    if (rc >= 0) return rc;
+  }
   return exchange(
       comm, Blocks{sendbuf, d.out, sendcounts, sdispls, sendtype, Use::in},
       Blocks{recvbuf, d.in, recvcounts, rdispls, recvtype, received(sendbuf), d.cart},
@@ -65,6 +119,13 @@ template <class Fn, class Disp, class... Req>
 [[gnu::noinline]] int alltoallw(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts, const Disp* sdispls,
               const MPI_Datatype* sendtypes, void* recvbuf, const int* recvcounts,
               const Disp* rdispls, const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
+  if (sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes) {
+    const int rc = by_pairs(
+        comm, d.neighbourhood, sendbuf,
+        [&](std::size_t i) { return pairs::block(sendbuf, sdispls[i], sendcounts[i], sendtypes[i]); },
+        [&](std::size_t j) { return pairs::block(recvbuf, rdispls[j], recvcounts[j], recvtypes[j]); }, request...);
+    if (rc >= 0) return rc;
+  }
   return exchange(
       comm, Typed<Disp>{sendbuf, d.out, sendcounts, sdispls, sendtypes, Use::in},
       Typed<Disp>{recvbuf, d.in, recvcounts, rdispls, recvtypes, received(sendbuf), d.cart},

@@ -86,12 +86,13 @@ inline bool plain_buffer(const void* buf, MPI_Datatype type) {
   return named_size(type) >= 0 && (buf == nullptr || ferry::gpu::host_pages::known(buf));
 }
 // A collective with nothing to serve and these buffers plain: straight to PMPI.
-inline bool plain_collective(const void* a, MPI_Datatype ta) { return quiet() && plain_buffer(a, ta); }
+// (FERRY_PROTOCOL_TEST: none is, so that the CPU tests run the collectives of Ferry's messages.)
+inline bool plain_collective(const void* a, MPI_Datatype ta) { return quiet() && !host_sends && plain_buffer(a, ta); }
 inline bool plain_collective(const void* a, MPI_Datatype ta, const void* b, MPI_Datatype tb) {
-  return quiet() && plain_buffer(a, ta) && plain_buffer(b, tb);
+  return quiet() && !host_sends && plain_buffer(a, ta) && plain_buffer(b, tb);
 }
 // The w-forms (a type per block): only without a GPU.
-inline bool plain_collective() { return quiet() && !gpu; }
+inline bool plain_collective() { return quiet() && !gpu && !host_sends; }
 }  // namespace hot
 
 // FERRY_MPI_VERBOSE=1: say what the interposer does (initialization, refused types, errors).

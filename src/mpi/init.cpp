@@ -14,6 +14,7 @@
 
 #include "mpi/boundary.hpp"
 #include "mpi/coll.hpp"
+#include "mpi/coll_pairs.hpp"
 #include "mpi/persistent.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/typemap.hpp"
@@ -70,6 +71,7 @@ FERRY_EXPORT long ferry_mpi_ipc_sent(void) { return transport::counters().ipc_se
 FERRY_EXPORT long ferry_mpi_ipc_received(void) { return transport::counters().ipc_received; }
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return transport::counters().pipelined; }
 FERRY_EXPORT long ferry_mpi_local_sent(void) { return transport::counters().local; }
+FERRY_EXPORT long ferry_mpi_collective_messages(void) { return coll::pairs::calls(); }
 FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) {
   try {
     return transport::locality_name(peer, device);

@@ -51,11 +51,12 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
   struct Done {
     ~Done() { busy = false; }
   } done;
-  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached, sends;
+  std::vector<std::pair<MPI_Request, std::uint64_t>> candidates, detached, sends, drives;
   {
     std::lock_guard lock(mutex_);
     for (auto& [r, p] : table_) {
       if (!all_threads && p.owner != me) continue;
+      if (p.drive && !p.driven) drives.emplace_back(r, p.id);
       if (p.detached) {
         detached.emplace_back(r, p.id);
       } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
@@ -64,6 +65,30 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
         sends.emplace_back(r, p.id);
       }
     }
+  }
+  // Generalized requests of Ferry's: their messages advanced; complete once all are done.
+  for (auto [r, id] : drives) {
+    std::function<bool()> drive;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.driven) continue;
+      drive = it->second.drive;
+    }
+    bool done = true;
+    try {
+      done = drive();
+    } catch (...) {  // the drive keeps its own result for the finish step
+    }
+    if (!done) continue;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.driven) continue;
+      count_stub(it->second, -1);
+      it->second.driven = true;
+    }
+    PMPI_Grequest_complete(r);
   }
   for (auto [r, id] : detached) complete_detached(r);
   // Sends whose request completed: their serve step now (a receiver may wait for its data).

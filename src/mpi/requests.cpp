@@ -20,7 +20,8 @@ int unpack_arrived(const void* staging, MPI_Status* st, const transport::Target&
 }
 
 void Requests::count_stub(const Pending& p, int delta) {
-  if ((p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) || (p.serve && !p.served))
+  if ((p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) || (p.serve && !p.served) ||
+      (p.drive && !p.driven))
     hot::stubs.fetch_add(delta, std::memory_order_acq_rel);
 }
 

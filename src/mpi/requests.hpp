@@ -59,6 +59,11 @@ struct Pending {
   // calls poll, as for a receive that may get a stub.
   std::function<void()> serve;
   bool served = false;
+  // A generalized request of Ferry's (a non-blocking collective made of point-to-point messages):
+  // progress runs `drive` until it says all is done, then completes the request (MPI_Grequest_complete).
+  // While it has not, blocking calls poll.
+  std::function<bool()> drive;
+  bool driven = false;
   bool detached = false;     // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;    // MPI_Request_get_status saw it complete and the data is in place
   std::thread::id owner = std::this_thread::get_id();  // the thread that posted it

@@ -90,6 +90,10 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "MPI_Dist_graph_create(_adjacent), MPI_Graph_create and MPI_Cart_create with reorder = 1 "
      "renumber ranks so heavy edges stay inside a node and on fast GPU links (on one node with "
      "one GPU the MPI decides); 0 hands them to the MPI unchanged."},
+    {Knob::native_collectives, "FERRY_NATIVE_COLLECTIVES", Kind::flag, "1", 0, 0, "",
+     "MPI_Alltoall(v/w) and the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers move "
+     "each block as a message of Ferry's (IPC, staged, pipelined); 0 runs the MPI's own on host "
+     "copies of the buffers."},
 }};
 
 constexpr bool in_order() {

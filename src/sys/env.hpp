@@ -49,6 +49,7 @@ enum class Knob : int {
   passthrough,
   async_recv,
   reorder,
+  native_collectives,
   count
 };
 

@@ -1,0 +1,182 @@
+// Collectives made of Ferry's point-to-point messages (coll_pairs.hpp).
+#include "mpi/coll_pairs.hpp"
+
+#include <atomic>
+#include <memory>
+
+#include "mpi/p2p.hpp"
+#include "sys/env.hpp"
+
+namespace ferry::mpi_detail::coll::pairs {
+
+namespace env = ferry::detail::env;
+
+namespace {
+
+// Above the rounds of Ferry's barrier, which shares the private communicator.
+constexpr int kTagBase = 1 << 12;
+
+std::atomic<long> made{0};
+
+// The messages of one collective call, and the first error among them.
+struct Messages {
+  std::vector<MPI_Request> requests;
+  std::vector<MPI_Status> statuses;
+  std::vector<int> done;
+  int rc = MPI_SUCCESS;
+  // Completes what has completed (`wait`: at least one, unless none is left); true when none is left.
+  bool advance(bool wait) {
+    const int n = static_cast<int>(requests.size());
+    statuses.resize(requests.size());
+    done.resize(requests.size());
+    int count = 0;
+    const int e = wait ? MPI_Waitsome(n, requests.data(), &count, done.data(), statuses.data())
+                       : MPI_Testsome(n, requests.data(), &count, done.data(), statuses.data());
+    if (e != MPI_SUCCESS && e != MPI_ERR_IN_STATUS) {  // nothing said which: give up on all of them
+      if (rc == MPI_SUCCESS) rc = e;
+      return true;
+    }
+    if (count == MPI_UNDEFINED) return true;
+    for (int k = 0; k < count && e == MPI_ERR_IN_STATUS; ++k) {
+      const int s = statuses[static_cast<std::size_t>(k)].MPI_ERROR;
+      if (s != MPI_SUCCESS && rc == MPI_SUCCESS) rc = s;
+    }
+    for (MPI_Request r : requests)
+      if (r != MPI_REQUEST_NULL) return false;
+    return true;
+  }
+};
+
+// The generalized request's callbacks: Ferry's Pending carries the state and the result, so the
+// status says only that nothing was received (a collective's status is not defined).
+int query(void*, MPI_Status* st) {
+  PMPI_Status_set_elements(st, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(st, 0);
+  st->MPI_SOURCE = MPI_UNDEFINED;
+  st->MPI_TAG = MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+int release(void*) { return MPI_SUCCESS; }
+int cancel(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled: it completes
+
+bool empty(const Block& b) { return b.count == 0; }
+
+}  // namespace
+
+long calls() { return made.load(); }
+
+i64 extent(MPI_Datatype type) {
+  MPI_Aint lb = 0, ext = 0;
+  if (type == MPI_DATATYPE_NULL || PMPI_Type_get_extent(type, &lb, &ext) != MPI_SUCCESS) return 0;
+  return ext;
+}
+
+bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
+  if (comm == MPI_COMM_NULL) return false;
+  if (!neighbourhood) {
+    int inter = 0, n = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return false;
+    if ((inter ? PMPI_Comm_remote_size(comm, &n) : PMPI_Comm_size(comm, &n)) != MPI_SUCCESS) return false;
+    for (int i = 0; i < n; ++i) p->out.push_back(i);
+    p->in = p->out;
+    p->out_tag.assign(p->out.size(), kTagBase);
+    p->in_tag = p->out_tag;
+    p->first = inter || n == 0 ? 0 : static_cast<std::size_t>(comm_rank(comm));
+    return true;
+  }
+  int topo = MPI_UNDEFINED;
+  if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
+  if (topo == MPI_CART) {
+    int ndims = 0;
+    PMPI_Cartdim_get(comm, &ndims);
+    // Block 2d goes down dimension d and block 2d + 1 up; the block from below (2d) came up.
+    for (int d = 0; d < ndims; ++d) {
+      int lower = MPI_PROC_NULL, upper = MPI_PROC_NULL;
+      PMPI_Cart_shift(comm, d, 1, &lower, &upper);
+      p->out.insert(p->out.end(), {lower, upper});
+      p->in.insert(p->in.end(), {lower, upper});
+      p->out_tag.insert(p->out_tag.end(), {kTagBase + 2 * d, kTagBase + 2 * d + 1});
+      p->in_tag.insert(p->in_tag.end(), {kTagBase + 2 * d + 1, kTagBase + 2 * d});
+    }
+    return true;
+  }
+  if (topo == MPI_GRAPH) {
+    int n = 0;
+    PMPI_Graph_neighbors_count(comm, comm_rank(comm), &n);
+    p->out.resize(static_cast<std::size_t>(n));
+    if (n > 0) PMPI_Graph_neighbors(comm, comm_rank(comm), n, p->out.data());
+    p->in = p->out;
+  } else if (topo == MPI_DIST_GRAPH) {
+    int in = 0, out = 0, weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted);
+    p->in.resize(static_cast<std::size_t>(in));
+    p->out.resize(static_cast<std::size_t>(out));
+    std::vector<int> wi(p->in.size() + 1), wo(p->out.size() + 1);
+    PMPI_Dist_graph_neighbors(comm, in, p->in.data(), wi.data(), out, p->out.data(), wo.data());
+  } else {
+    return false;
+  }
+  p->out_tag.assign(p->out.size(), kTagBase);
+  p->in_tag.assign(p->in.size(), kTagBase);
+  return true;
+}
+
+bool wanted(const void* sendbuf, const Block& first_send, const Block& first_recv) {
+  static const bool on = env::flag(env::Knob::native_collectives);
+  if (!on || sendbuf == MPI_IN_PLACE) return false;
+  if (hot::host_sends) return true;
+  return (!empty(first_send) && gpu_type(first_send.buf, first_send.count, first_send.type)) ||
+         (!empty(first_recv) && gpu_type(first_recv.buf, first_recv.count, first_recv.type));
+}
+
+int run(MPI_Comm comm, const Peers& p, const std::vector<Block>& sends, const std::vector<Block>& recvs,
+        MPI_Request* request) {
+  const MPI_Comm dup = private_comm(comm);
+  if (dup == MPI_COMM_NULL) throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  made.fetch_add(1);
+  auto m = std::make_shared<Messages>();
+  m->requests.reserve(sends.size() + recvs.size());
+  auto post = [&](int rc) {
+    if (rc != MPI_SUCCESS) {  // what was posted completes first: the buffers stay the application's
+      while (!m->advance(true)) {
+      }
+      throw ferry::Error(rc, "a message of a collective could not start");
+    }
+  };
+  for (std::size_t j = 0; j < recvs.size(); ++j) {
+    const Block& b = recvs[j];
+    if (p.in[j] == MPI_PROC_NULL || empty(b)) continue;
+    MPI_Request r = MPI_REQUEST_NULL;
+    post(p2p::irecv(b.buf, b.count, b.type, p.in[j], p.in_tag[j], dup, &r));
+    m->requests.push_back(r);
+  }
+  // In turn from this process's own position (its own block first in MPI_Alltoall), so that the
+  // processes do not all send to the same one at once.
+  const std::size_t n = sends.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (p.first + k) % n;
+    const Block& b = sends[i];
+    if (p.out[i] == MPI_PROC_NULL || empty(b)) continue;
+    MPI_Request r = MPI_REQUEST_NULL;
+    post(p2p::isend(p2p::kSend, b.buf, b.count, b.type, p.out[i], p.out_tag[i], dup, &r));
+    m->requests.push_back(r);
+  }
+  if (!request) {
+    while (!m->advance(true)) {
+    }
+    return m->rc;
+  }
+  Pending pending;
+  pending.drive = [m] { return m->advance(false); };
+  pending.finish = [m](const MPI_Status*) { return m->rc; };
+  const int rc = PMPI_Grequest_start(query, release, cancel, nullptr, request);
+  if (rc != MPI_SUCCESS) {
+    while (!m->advance(true)) {
+    }
+    return rc;
+  }
+  requests().add(*request, std::move(pending));
+  return MPI_SUCCESS;
+}
+
+}  // namespace ferry::mpi_detail::coll::pairs

@@ -1,0 +1,66 @@
+// Collectives made of point-to-point messages (issue 16): MPI_Alltoall(v/w) and the neighbourhood
+// alltoall(v/w) and allgather(v) on GPU buffers, each block one message of Ferry's own point-to-
+// point path, so each block takes its route's method (IPC straight into the receiver's layout on
+// the node, staged or pipelined beyond it) and no whole buffer is copied to the host (the mirrors
+// of coll.hpp cost 5,832x the halo library on the Astaroth exchange). The messages travel on
+// Ferry's private duplicate of the communicator (coll::private_comm), tagged by the direction
+// they travel in a cartesian topology: a periodic dimension of one or two processes has the same
+// neighbour on both sides, and MPI says the block sent down arrives in the slot from above. In a
+// graph the same neighbour may appear several times; MPI's non-overtaking order matches them, as
+// in the MPI's own neighbourhood collectives.
+//
+// A non-blocking form returns a generalized request that Ferry's progress completes once every
+// message has (Pending::drive); any wait or test drives it. In place, or with input the MPI would
+// refuse (a negative count, a null type or communicator, no topology), the call goes to the host
+// mirrors instead, where the MPI itself answers. FERRY_NATIVE_COLLECTIVES=0 sends every call
+// there.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "mpi/coll.hpp"
+
+namespace ferry::mpi_detail::coll::pairs {
+
+// One block of a collective: `count` elements of `type` at `buf`.
+struct Block {
+  void* buf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
+// The processes a collective's blocks go to and come from, in block order, with the tag each
+// message carries (MPI_PROC_NULL: a cartesian border, no message).
+struct Peers {
+  std::vector<int> out, in, out_tag, in_tag;
+  std::size_t first = 0;  // the send block to start from (this process's own in MPI_Alltoall)
+};
+
+// The peers of MPI_Alltoall(v/w) (`neighbourhood` false: every process of the group, or of the
+// remote group) or of a neighbourhood collective; false when the call is not Ferry's to make
+// (no valid communicator or topology: the MPI reports it).
+bool peers(MPI_Comm comm, bool neighbourhood, Peers* p);
+
+// Whether a call with these first send and receive blocks goes through Ferry's messages: the knob
+// is on, it is not in place, and GPU memory is involved (or FERRY_PROTOCOL_TEST, the CPU tests).
+bool wanted(const void* sendbuf, const Block& first_send, const Block& first_recv);
+
+// Every block moved (receives posted first, then the sends, in turn from this process's own
+// position), to completion when `request` is null, else under a new generalized request.
+// Throws ferry::Error; the caller's guard reports it.
+int run(MPI_Comm comm, const Peers& p, const std::vector<Block>& sends, const std::vector<Block>& recvs,
+        MPI_Request* request);
+
+// `count` elements of `type` at `at(buf, bytes)`.
+inline Block block(const void* buf, i64 bytes, int count, MPI_Datatype type) {
+  return {const_cast<void*>(at(buf, bytes)), count, type};
+}
+// Collective calls made of Ferry's messages so far (ferry_mpi_collective_messages).
+long calls();
+
+// The extent of `type` (0 for a type the MPI refuses: the call goes to the MPI, which says so).
+i64 extent(MPI_Datatype type);
+
+}  // namespace ferry::mpi_detail::coll::pairs
