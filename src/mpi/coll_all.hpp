@@ -1,44 +1,40 @@
 // The templates of the collectives without a root (coll_all.cpp, coll_neighbor.cpp).
 #pragma once
 
+#include <type_traits>
+
 #include "mpi/coll.hpp"
 #include "mpi/coll_pairs.hpp"
 
 namespace ferry::mpi_detail::coll {
 
+// The `request...` of a persistent init call.
+template <class... Req>
+inline constexpr bool persists = (std::is_same_v<Req, pairs::Persist> || ...);
+
 // The call as Ferry's own messages (coll_pairs.hpp) where they take it: `send_at(i)` and
 // `recv_at(j)` give the blocks to and from the i-th and j-th peer. -1 where they do not (the
-// caller goes on to the mirrors); else the call's result.
+// caller goes on to the mirrors, or to the MPI's own persistent init); else the call's result.
 template <class SendAt, class RecvAt, class... Req>
 int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at, RecvAt recv_at,
              Req... request) noexcept {
   return guard(comm, [&]() -> int {
-    if (sendbuf == MPI_IN_PLACE) return -1;
-    pairs::Peers p;
-    if (!pairs::peers(comm, neighbourhood, &p)) return -1;
-    std::vector<pairs::Block> s, r;
-    pairs::Block fs, fr;  // the first non-empty ones
-    auto add = [](std::vector<pairs::Block>& v, pairs::Block b, pairs::Block& first) {
-      if (b.count < 0 || (b.count > 0 && b.type == MPI_DATATYPE_NULL)) return false;  // the MPI says what
-      if (b.count > 0 && first.count == 0) first = b;
-      v.push_back(b);
-      return true;
-    };
-    for (std::size_t i = 0; i < p.out.size(); ++i)
-      if (!add(s, send_at(i), fs)) return -1;
-    for (std::size_t j = 0; j < p.in.size(); ++j)
-      if (!add(r, recv_at(j), fr)) return -1;
-    if (!pairs::wanted(sendbuf, fs, fr)) return -1;
-    MPI_Request* req = nullptr;
-    if constexpr (sizeof...(Req) > 0) req = (..., request);
-    return pairs::run(comm, p, s, r, req);
+    pairs::Plan plan;
+    if (!pairs::plan(comm, neighbourhood, sendbuf, send_at, recv_at, &plan)) return -1;
+    if constexpr (persists<Req...>) {
+      return pairs::init(comm, std::move(plan), (..., request).request);
+    } else {
+      MPI_Request* req = nullptr;
+      if constexpr (sizeof...(Req) > 0) req = (..., request);
+      return pairs::run(comm, plan, req);
+    }
   });
 }
 
 // MPI_Allreduce, MPI_Scan, MPI_Exscan.
 template <class Fn, class... Req>
-[[gnu::noinline]] int reduce_all(Fn fn, bool exscan, const void* sendbuf, void* recvbuf, int count, MPI_Datatype type,
-               MPI_Op op, MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int reduce_all(Fn fn, bool exscan, const void* sendbuf, void* recvbuf, int count,
+                                 MPI_Datatype type, MPI_Op op, MPI_Comm comm, Req... request) {
   Use use = received(sendbuf);
   // MPI_Exscan's recvbuf at rank 0 is not significant (only the input, in place).
   if (exscan && comm != MPI_COMM_NULL && comm_rank(comm) == 0)
@@ -52,87 +48,131 @@ template <class Fn, class... Req>
 // MPI_Allgather (one block to every peer) and MPI_Alltoall (`each`: a block per peer), to the
 // whole group or to the neighbours.
 template <class Fn, class... Req>
-[[gnu::noinline]] int fan(Fn fn, Degrees d, bool each, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-        void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int fan(Fn fn, Degrees d, bool each, const void* sendbuf, int sendcount,
+                          MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
   if (each || d.neighbourhood) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
         comm, d.neighbourhood, sendbuf,
-        [&](std::size_t i) { return pairs::block(sendbuf, each ? static_cast<i64>(i) * sendcount * se : 0, sendcount, sendtype); },
-        [&](std::size_t j) { return pairs::block(recvbuf, static_cast<i64>(j) * recvcount * re, recvcount, recvtype); },
+        [&](std::size_t i) {
+          return pairs::block(sendbuf, each ? static_cast<i64>(i) * sendcount * se : 0, sendcount,
+                              sendtype);
+        },
+        [&](std::size_t j) {
+          return pairs::block(recvbuf, static_cast<i64>(j) * recvcount * re, recvcount, recvtype);
+        },
         request...);
     if (rc >= 0) return rc;
   }
-  const i64 sent = each ? i64{sendcount} * d.out : d.out > 0 ? sendcount : 0;
-  return exchange(
-      comm, Elems{sendbuf, sent, sendtype, Use::in},
-      Slots{{recvbuf, i64{recvcount} * d.in, recvtype, received(sendbuf)}, d.in, recvcount, d.cart},
-      [&](void* s, void* b, auto... q) {
-        return fn(s, sendcount, sendtype, b, recvcount, recvtype, comm, q...);
-      },
-      request...);
+  if constexpr (persists<Req...>) {  // no mirrored persistent form: the MPI's own
+    return fn(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request...);
+  } else {
+    const i64 sent = each ? i64{sendcount} * d.out : d.out > 0 ? sendcount : 0;
+    return exchange(
+        comm, Elems{sendbuf, sent, sendtype, Use::in},
+        Slots{
+            {recvbuf, i64{recvcount} * d.in, recvtype, received(sendbuf)}, d.in, recvcount, d.cart},
+        [&](void* s, void* b, auto... q) {
+          return fn(s, sendcount, sendtype, b, recvcount, recvtype, comm, q...);
+        },
+        request...);
+  }
 }
 
 template <class Fn, class... Req>
-[[gnu::noinline]] int allgatherv(Fn fn, Degrees d, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-               void* recvbuf, const int* recvcounts, const int* displs, MPI_Datatype recvtype,
-               MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int allgatherv(Fn fn, Degrees d, const void* sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
+                                 const int* displs, MPI_Datatype recvtype, MPI_Comm comm,
+                                 Req... request) {
   if (d.neighbourhood && recvcounts && displs) {
     const i64 re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, true, sendbuf, [&](std::size_t) { return pairs::block(sendbuf, 0, sendcount, sendtype); },
-        [&](std::size_t j) { return pairs::block(recvbuf, displs[j] * re, recvcounts[j], recvtype); }, request...);
+        comm, true, sendbuf,
+        [&](std::size_t) { return pairs::block(sendbuf, 0, sendcount, sendtype); },
+        [&](std::size_t j) {
+          return pairs::block(recvbuf, displs[j] * re, recvcounts[j], recvtype);
+        },
+        request...);
     if (rc >= 0) return rc;
   }
-  return exchange(
-      comm, Elems{sendbuf, d.out > 0 ? sendcount : 0, sendtype, Use::in},
-      Blocks{recvbuf, d.in, recvcounts, displs, recvtype, received(sendbuf), d.cart},
-      [&](void* s, void* b, auto... q) {
-        return fn(s, sendcount, sendtype, b, recvcounts, displs, recvtype, comm, q...);
-      },
-      request...);
+  if constexpr (persists<Req...>) {
+    return fn(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+              request...);
+  } else {
+    return exchange(
+        comm, Elems{sendbuf, d.out > 0 ? sendcount : 0, sendtype, Use::in},
+        Blocks{recvbuf, d.in, recvcounts, displs, recvtype, received(sendbuf), d.cart},
+        [&](void* s, void* b, auto... q) {
+          return fn(s, sendcount, sendtype, b, recvcounts, displs, recvtype, comm, q...);
+        },
+        request...);
+  }
 }
 
 // In place (MPI_Alltoallv/w), the send counts, displacements and types are not looked at.
 template <class Fn, class... Req>
-[[gnu::noinline]] int alltoallv(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts, const int* sdispls,
-              MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls,
-              MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int alltoallv(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts,
+                                const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
+                                const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
+                                MPI_Comm comm, Req... request) {
   if (sendcounts && sdispls && recvcounts && rdispls) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
         comm, d.neighbourhood, sendbuf,
-        [&](std::size_t i) { return pairs::block(sendbuf, sdispls[i] * se, sendcounts[i], sendtype); },
-        [&](std::size_t j) { return pairs::block(recvbuf, rdispls[j] * re, recvcounts[j], recvtype); }, request...);
+        [&](std::size_t i) {
+          return pairs::block(sendbuf, sdispls[i] * se, sendcounts[i], sendtype);
+        },
+        [&](std::size_t j) {
+          return pairs::block(recvbuf, rdispls[j] * re, recvcounts[j], recvtype);
+        },
+        request...);
     if (rc >= 0) return rc;
   }
-  return exchange(
-      comm, Blocks{sendbuf, d.out, sendcounts, sdispls, sendtype, Use::in},
-      Blocks{recvbuf, d.in, recvcounts, rdispls, recvtype, received(sendbuf), d.cart},
-      [&](void* s, void* b, auto... q) {
-        return fn(s, sendcounts, sdispls, sendtype, b, recvcounts, rdispls, recvtype, comm, q...);
-      },
-      request...);
+  if constexpr (persists<Req...>) {
+    return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+              request...);
+  } else {
+    return exchange(
+        comm, Blocks{sendbuf, d.out, sendcounts, sdispls, sendtype, Use::in},
+        Blocks{recvbuf, d.in, recvcounts, rdispls, recvtype, received(sendbuf), d.cart},
+        [&](void* s, void* b, auto... q) {
+          return fn(s, sendcounts, sdispls, sendtype, b, recvcounts, rdispls, recvtype, comm, q...);
+        },
+        request...);
+  }
 }
 
 template <class Fn, class Disp, class... Req>
-[[gnu::noinline]] int alltoallw(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts, const Disp* sdispls,
-              const MPI_Datatype* sendtypes, void* recvbuf, const int* recvcounts,
-              const Disp* rdispls, const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int alltoallw(Fn fn, Degrees d, const void* sendbuf, const int* sendcounts,
+                                const Disp* sdispls, const MPI_Datatype* sendtypes, void* recvbuf,
+                                const int* recvcounts, const Disp* rdispls,
+                                const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
   if (sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes) {
     const int rc = by_pairs(
         comm, d.neighbourhood, sendbuf,
-        [&](std::size_t i) { return pairs::block(sendbuf, sdispls[i], sendcounts[i], sendtypes[i]); },
-        [&](std::size_t j) { return pairs::block(recvbuf, rdispls[j], recvcounts[j], recvtypes[j]); }, request...);
+        [&](std::size_t i) {
+          return pairs::block(sendbuf, sdispls[i], sendcounts[i], sendtypes[i]);
+        },
+        [&](std::size_t j) {
+          return pairs::block(recvbuf, rdispls[j], recvcounts[j], recvtypes[j]);
+        },
+        request...);
     if (rc >= 0) return rc;
   }
-  return exchange(
-      comm, Typed<Disp>{sendbuf, d.out, sendcounts, sdispls, sendtypes, Use::in},
-      Typed<Disp>{recvbuf, d.in, recvcounts, rdispls, recvtypes, received(sendbuf), d.cart},
-      [&](void* s, void* b, auto... q) {
-        return fn(s, sendcounts, sdispls, sendtypes, b, recvcounts, rdispls, recvtypes, comm, q...);
-      },
-      request...);
+  if constexpr (persists<Req...>) {
+    return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+              comm, request...);
+  } else {
+    return exchange(
+        comm, Typed<Disp>{sendbuf, d.out, sendcounts, sdispls, sendtypes, Use::in},
+        Typed<Disp>{recvbuf, d.in, recvcounts, rdispls, recvtypes, received(sendbuf), d.cart},
+        [&](void* s, void* b, auto... q) {
+          return fn(s, sendcounts, sdispls, sendtypes, b, recvcounts, rdispls, recvtypes, comm,
+                    q...);
+        },
+        request...);
+  }
 }
 
 // The vector a reduce_scatter reduces (over this process's group, also in an intercommunicator)
@@ -148,8 +188,8 @@ inline std::pair<i64, i64> shares(int recvcount, int n, int) {
 
 // In place, the input is the whole receive buffer and only this process's share is written.
 template <class Fn, class Counts, class... Req>
-[[gnu::noinline]] int reduce_scatter(Fn fn, const void* sendbuf, void* recvbuf, Counts recvcounts, MPI_Datatype type,
-                   MPI_Op op, MPI_Comm comm, Req... request) {
+[[gnu::noinline]] int reduce_scatter(Fn fn, const void* sendbuf, void* recvbuf, Counts recvcounts,
+                                     MPI_Datatype type, MPI_Op op, MPI_Comm comm, Req... request) {
   const bool null = comm == MPI_COMM_NULL;
   const auto [total, share] =
       shares(recvcounts, null ? 0 : comm_size(comm), null ? -1 : comm_rank(comm));

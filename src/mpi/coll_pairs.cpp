@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "mpi/p2p.hpp"
+#include "mpi/persistent.hpp"
 #include "sys/env.hpp"
 
 namespace ferry::mpi_detail::coll::pairs {
@@ -24,7 +25,8 @@ struct Messages {
   std::vector<MPI_Status> statuses;
   std::vector<int> done;
   int rc = MPI_SUCCESS;
-  // Completes what has completed (`wait`: at least one, unless none is left); true when none is left.
+  // Completes what has completed (`wait`: at least one, unless none is left); true when none is
+  // left.
   bool advance(bool wait) {
     const int n = static_cast<int>(requests.size());
     statuses.resize(requests.size());
@@ -56,14 +58,22 @@ int query(void*, MPI_Status* st) {
   st->MPI_TAG = MPI_UNDEFINED;
   return MPI_SUCCESS;
 }
-int release(void*) { return MPI_SUCCESS; }
-int cancel(void*, int) { return MPI_SUCCESS; }  // a collective cannot be cancelled: it completes
+int release(void*) {
+  return MPI_SUCCESS;
+}
+int cancel(void*, int) {
+  return MPI_SUCCESS;
+}  // a collective cannot be cancelled: it completes
 
-bool empty(const Block& b) { return b.count == 0; }
+bool empty(const Block& b) {
+  return b.count == 0;
+}
 
 }  // namespace
 
-long calls() { return made.load(); }
+long calls() {
+  return made.load();
+}
 
 i64 extent(MPI_Datatype type) {
   MPI_Aint lb = 0, ext = 0;
@@ -76,7 +86,8 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
   if (!neighbourhood) {
     int inter = 0, n = 0;
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return false;
-    if ((inter ? PMPI_Comm_remote_size(comm, &n) : PMPI_Comm_size(comm, &n)) != MPI_SUCCESS) return false;
+    if ((inter ? PMPI_Comm_remote_size(comm, &n) : PMPI_Comm_size(comm, &n)) != MPI_SUCCESS)
+      return false;
     for (int i = 0; i < n; ++i) p->out.push_back(i);
     p->in = p->out;
     p->out_tag.assign(p->out.size(), kTagBase);
@@ -129,10 +140,12 @@ bool wanted(const void* sendbuf, const Block& first_send, const Block& first_rec
          (!empty(first_recv) && gpu_type(first_recv.buf, first_recv.count, first_recv.type));
 }
 
-int run(MPI_Comm comm, const Peers& p, const std::vector<Block>& sends, const std::vector<Block>& recvs,
-        MPI_Request* request) {
+int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
+  const Peers& p = plan.peers;
+  const std::vector<Block>&sends = plan.sends, &recvs = plan.recvs;
   const MPI_Comm dup = private_comm(comm);
-  if (dup == MPI_COMM_NULL) throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  if (dup == MPI_COMM_NULL)
+    throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
   m->requests.reserve(sends.size() + recvs.size());
@@ -176,6 +189,22 @@ int run(MPI_Comm comm, const Peers& p, const std::vector<Block>& sends, const st
     return rc;
   }
   requests().add(*request, std::move(pending));
+  return MPI_SUCCESS;
+}
+
+int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
+  // The private communicator now, while every process makes the (collective) init call.
+  if (private_comm(comm) == MPI_COMM_NULL)
+    throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  const int rc = PMPI_Send_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
+  if (rc != MPI_SUCCESS) return rc;
+  persistent::forget(*request);
+  persistent::Args a;
+  a.comm = comm;
+  a.collective = [comm, plan = std::move(plan)](MPI_Request* started) {
+    return run(comm, plan, started);
+  };
+  persistent::remember(*request, std::move(a));
   return MPI_SUCCESS;
 }
 

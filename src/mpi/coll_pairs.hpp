@@ -47,11 +47,46 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p);
 // is on, it is not in place, and GPU memory is involved (or FERRY_PROTOCOL_TEST, the CPU tests).
 bool wanted(const void* sendbuf, const Block& first_send, const Block& first_recv);
 
+// A call's peers and blocks.
+struct Plan {
+  Peers peers;
+  std::vector<Block> sends, recvs;
+};
+
+// The plan of a call with these blocks (`send_at(i)`, `recv_at(j)`: to the i-th and from the j-th
+// peer), or false when Ferry's messages do not take it.
+template <class SendAt, class RecvAt>
+bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at, RecvAt recv_at,
+          Plan* out) {
+  if (sendbuf == MPI_IN_PLACE || !peers(comm, neighbourhood, &out->peers)) return false;
+  Block fs, fr;  // the first non-empty ones
+  auto add = [](std::vector<Block>& v, Block b, Block& first) {
+    if (b.count < 0 || (b.count > 0 && b.type == MPI_DATATYPE_NULL))
+      return false;  // the MPI says what
+    if (b.count > 0 && first.count == 0) first = b;
+    v.push_back(b);
+    return true;
+  };
+  for (std::size_t i = 0; i < out->peers.out.size(); ++i)
+    if (!add(out->sends, send_at(i), fs)) return false;
+  for (std::size_t j = 0; j < out->peers.in.size(); ++j)
+    if (!add(out->recvs, recv_at(j), fr)) return false;
+  return wanted(sendbuf, fs, fr);
+}
+
 // Every block moved (receives posted first, then the sends, in turn from this process's own
 // position), to completion when `request` is null, else under a new generalized request.
 // Throws ferry::Error; the caller's guard reports it.
-int run(MPI_Comm comm, const Peers& p, const std::vector<Block>& sends, const std::vector<Block>& recvs,
-        MPI_Request* request);
+int run(MPI_Comm comm, const Plan& plan, MPI_Request* request);
+
+// A persistent collective's init call (MPI-4's MPI_*_init, Open MPI's MPIX_*_init): its info and
+// where the request goes.
+struct Persist {
+  MPI_Info info;
+  MPI_Request* request;
+};
+// Makes `*request` a persistent request whose every start runs `plan` (persistent.hpp).
+int init(MPI_Comm comm, Plan plan, MPI_Request* request);
 
 // `count` elements of `type` at `at(buf, bytes)`.
 inline Block block(const void* buf, i64 bytes, int count, MPI_Datatype type) {

@@ -73,7 +73,7 @@ class Table {
   void comm_freed(MPI_Comm comm) {
     std::lock_guard lock(mutex_);
     for (auto& [r, e] : entries_)
-      if (!e.args.recv && e.args.comm == comm) e.comm_gone = true;
+      if (!e.args.recv && !e.args.collective && e.args.comm == comm) e.comm_gone = true;
   }
 
  private:
@@ -119,7 +119,9 @@ bool start(MPI_Request r, int* rc) {
 
 bool start(MPI_Request r, const Args& a, int* rc) {
   MPI_Request in = MPI_REQUEST_NULL;
-  if (a.recv) {
+  if (a.collective) {
+    *rc = a.collective(&in);
+  } else if (a.recv) {
     if (!early::any()) return false;
     MPI_Status st;
     int result = MPI_SUCCESS;

@@ -7,7 +7,9 @@
 //    send (transport::send), whose request does the work;
 //  - a persistent receive whose message a probe has already taken (early.hpp): MPI would never
 //    match it again, so the message is delivered at once and a completed generalized request
-//    stands for the receive.
+//    stands for the receive;
+//  - a persistent collective on GPU buffers (MPI-4's MPI_*_init, Open MPI's MPIX_*_init), made of
+//    Ferry's own messages (coll_pairs.hpp) at each start.
 // The application's handle then stays inactive in MPI, and the inner request stands in for it
 // until it completes. MPI treats an inactive persistent request as complete (or, in the "any" and
 // "some" forms, as null), so every wait and test swaps the inner handles into the array for the
@@ -17,6 +19,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,6 +47,9 @@ struct Args {
   bool buffered = false;
   void* staging = nullptr;
   int bytes = 0;
+  // A persistent collective made of Ferry's messages (coll_pairs.hpp): each start runs it, and the
+  // generalized request it returns stands in. The handle is an inactive request of MPI's own.
+  std::function<int(MPI_Request*)> collective;
 };
 
 // MPI_Send_init & co. (GPU buffers) and MPI_Recv_init (while the stub protocol is on).

@@ -1,0 +1,112 @@
+// Persistent collectives on GPU buffers: MPI-4's MPI_Alltoall(v/w)_init and the neighbourhood
+// alltoall(v/w) and allgather(v) _init (where the MPI's header is MPI-4), and Open MPI 4.1's
+// MPIX_ forms of the same (its mpi-ext.h, pcollreq). The init call plans the messages once
+// (peers, blocks, the private communicator); each MPI_Start runs them (coll_pairs.hpp, through
+// persistent.hpp's stand-ins), and any wait or test completes the start. Host buffers, in place,
+// and arguments the MPI would refuse go to the MPI's own init.
+#include <tuple>
+#include <utility>
+
+#include "mpi/coll_all.hpp"
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+namespace ferry::mpi_detail::coll {
+namespace {
+
+// The MPI's own init `Init`, called with a template's arguments, the last of them a Persist.
+template <auto Init>
+struct WithInfo {
+  template <class... A>
+  int operator()(A... a) const {
+    return call(std::make_tuple(a...), std::make_index_sequence<sizeof...(A) - 1>{});
+  }
+  template <class Tuple, std::size_t... I>
+  static int call(const Tuple& t, std::index_sequence<I...>) {
+    const pairs::Persist& p = std::get<sizeof...(I)>(t);
+    return Init(std::get<I>(t)..., p.info, p.request);
+  }
+};
+
+}  // namespace
+}  // namespace ferry::mpi_detail::coll
+
+using namespace ferry::mpi_detail;
+using namespace ferry::mpi_detail::coll;
+using pairs::Persist;
+
+// The eight init calls under the names P_* (MPI, MPIX) over the MPI's own PP_* (PMPI, PMPIX).
+#define FERRY_PERSISTENT_COLLECTIVES(P, PP)                                                            \
+  int P##_Alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc, MPI_Datatype rt,    \
+                        MPI_Comm comm, MPI_Info info, MPI_Request* req) {                              \
+    if (hot::plain_collective(sb, st, rb, rt)) return PP##_Alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req); \
+    return fan(WithInfo<PP##_Alltoall_init>{}, everyone(comm), true, sb, sc, st, rb, rc, rt, comm,    \
+               Persist{info, req});                                                                    \
+  }                                                                                                    \
+  int P##_Neighbor_alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,            \
+                                 MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {    \
+    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+      return PP##_Neighbor_alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req);                     \
+    return fan(WithInfo<PP##_Neighbor_alltoall_init>{}, neighbors(comm), true, sb, sc, st, rb, rc, rt, \
+               comm, Persist{info, req});                                                              \
+  }                                                                                                    \
+  int P##_Neighbor_allgather_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,           \
+                                  MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {   \
+    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+      return PP##_Neighbor_allgather_init(sb, sc, st, rb, rc, rt, comm, info, req);                    \
+    return fan(WithInfo<PP##_Neighbor_allgather_init>{}, neighbors(comm), false, sb, sc, st, rb, rc,   \
+               rt, comm, Persist{info, req});                                                          \
+  }                                                                                                    \
+  int P##_Neighbor_allgatherv_init(const void* sb, int sc, MPI_Datatype st, void* rb, const int rcs[], \
+                                   const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,  \
+                                   MPI_Request* req) {                                                 \
+    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+      return PP##_Neighbor_allgatherv_init(sb, sc, st, rb, rcs, displs, rt, comm, info, req);          \
+    return allgatherv(WithInfo<PP##_Neighbor_allgatherv_init>{}, neighbors(comm), sb, sc, st, rb, rcs, \
+                      displs, rt, comm, Persist{info, req});                                           \
+  }                                                                                                    \
+  int P##_Alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st, void* rb,  \
+                         const int rcs[], const int rds[], MPI_Datatype rt, MPI_Comm comm,             \
+                         MPI_Info info, MPI_Request* req) {                                            \
+    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+      return PP##_Alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);                 \
+    return alltoallv(WithInfo<PP##_Alltoallv_init>{}, everyone(comm), sb, scs, sds, st, rb, rcs, rds,  \
+                     rt, comm, Persist{info, req});                                                    \
+  }                                                                                                    \
+  int P##_Neighbor_alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st,   \
+                                  void* rb, const int rcs[], const int rds[], MPI_Datatype rt,         \
+                                  MPI_Comm comm, MPI_Info info, MPI_Request* req) {                    \
+    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+      return PP##_Neighbor_alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);        \
+    return alltoallv(WithInfo<PP##_Neighbor_alltoallv_init>{}, neighbors(comm), sb, scs, sds, st, rb,  \
+                     rcs, rds, rt, comm, Persist{info, req});                                          \
+  }                                                                                                    \
+  int P##_Alltoallw_init(const void* sb, const int scs[], const int sds[], const MPI_Datatype sts[],   \
+                         void* rb, const int rcs[], const int rds[], const MPI_Datatype rts[],         \
+                         MPI_Comm comm, MPI_Info info, MPI_Request* req) {                             \
+    if (hot::plain_collective()) return PP##_Alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req); \
+    return alltoallw(WithInfo<PP##_Alltoallw_init>{}, everyone(comm), sb, scs, sds, sts, rb, rcs, rds, \
+                     rts, comm, Persist{info, req});                                                   \
+  }                                                                                                    \
+  int P##_Neighbor_alltoallw_init(const void* sb, const int scs[], const MPI_Aint sds[],               \
+                                  const MPI_Datatype sts[], void* rb, const int rcs[],                 \
+                                  const MPI_Aint rds[], const MPI_Datatype rts[], MPI_Comm comm,       \
+                                  MPI_Info info, MPI_Request* req) {                                   \
+    if (hot::plain_collective())                                                                       \
+      return PP##_Neighbor_alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req);      \
+    return alltoallw(WithInfo<PP##_Neighbor_alltoallw_init>{}, neighbors(comm), sb, scs, sds, sts, rb, \
+                     rcs, rds, rts, comm, Persist{info, req});                                         \
+  }
+
+extern "C" {
+
+#if MPI_VERSION >= 4
+FERRY_PERSISTENT_COLLECTIVES(MPI, PMPI)
+#endif
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+FERRY_PERSISTENT_COLLECTIVES(MPIX, PMPIX)
+#endif
+
+}  // extern "C"
