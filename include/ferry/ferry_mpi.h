@@ -26,6 +26,10 @@ long ferry_mpi_local_sent(void);
  * the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers: each block a message with its
  * own method) rather than through the MPI's collective on host copies. */
 long ferry_mpi_collective_messages(void);
+/* Messages those collectives sent to a process on another node (simulated nodes included): with
+ * FERRY_AGGREGATE, one per ordered pair of nodes that exchange data in a persistent neighbourhood
+ * collective, not one per block. */
+long ferry_mpi_collective_crossings(void);
 
 /* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
  * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).

@@ -20,33 +20,37 @@ constexpr int kTagBase = 1 << 12;
 std::atomic<long> made{0};
 
 // The messages of one collective call, and the first error among them.
-struct Messages {
+class Messages : public Flight {
+ public:
   std::vector<MPI_Request> requests;
-  std::vector<MPI_Status> statuses;
-  std::vector<int> done;
-  int rc = MPI_SUCCESS;
   // Completes what has completed (`wait`: at least one, unless none is left); true when none is
   // left.
-  bool advance(bool wait) {
+  bool advance(bool wait) override {
     const int n = static_cast<int>(requests.size());
-    statuses.resize(requests.size());
-    done.resize(requests.size());
+    statuses_.resize(requests.size());
+    done_.resize(requests.size());
     int count = 0;
-    const int e = wait ? MPI_Waitsome(n, requests.data(), &count, done.data(), statuses.data())
-                       : MPI_Testsome(n, requests.data(), &count, done.data(), statuses.data());
+    const int e = wait ? MPI_Waitsome(n, requests.data(), &count, done_.data(), statuses_.data())
+                       : MPI_Testsome(n, requests.data(), &count, done_.data(), statuses_.data());
     if (e != MPI_SUCCESS && e != MPI_ERR_IN_STATUS) {  // nothing said which: give up on all of them
-      if (rc == MPI_SUCCESS) rc = e;
+      if (rc_ == MPI_SUCCESS) rc_ = e;
       return true;
     }
     if (count == MPI_UNDEFINED) return true;
     for (int k = 0; k < count && e == MPI_ERR_IN_STATUS; ++k) {
-      const int s = statuses[static_cast<std::size_t>(k)].MPI_ERROR;
-      if (s != MPI_SUCCESS && rc == MPI_SUCCESS) rc = s;
+      const int s = statuses_[static_cast<std::size_t>(k)].MPI_ERROR;
+      if (s != MPI_SUCCESS && rc_ == MPI_SUCCESS) rc_ = s;
     }
     for (MPI_Request r : requests)
       if (r != MPI_REQUEST_NULL) return false;
     return true;
   }
+  int result() const override { return rc_; }
+
+ private:
+  std::vector<MPI_Status> statuses_;
+  std::vector<int> done_;
+  int rc_ = MPI_SUCCESS;
 };
 
 // The generalized request's callbacks: Ferry's Pending carries the state and the result, so the
@@ -93,10 +97,12 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
     p->out_tag.assign(p->out.size(), kTagBase);
     p->in_tag = p->out_tag;
     p->first = inter || n == 0 ? 0 : static_cast<std::size_t>(comm_rank(comm));
+    p->inter = inter != 0;
     return true;
   }
   int topo = MPI_UNDEFINED;
   if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
+  p->neighbourhood = true;
   if (topo == MPI_CART) {
     int ndims = 0;
     PMPI_Cartdim_get(comm, &ndims);
@@ -140,7 +146,7 @@ bool wanted(const void* sendbuf, const Block& first_send, const Block& first_rec
          (!empty(first_recv) && gpu_type(first_recv.buf, first_recv.count, first_recv.type));
 }
 
-int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
+std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   const Peers& p = plan.peers;
   const std::vector<Block>&sends = plan.sends, &recvs = plan.recvs;
   const MPI_Comm dup = private_comm(comm);
@@ -149,7 +155,7 @@ int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
   m->requests.reserve(sends.size() + recvs.size());
-  auto post = [&](int rc) {
+  auto started = [&](int rc) {
     if (rc != MPI_SUCCESS) {  // what was posted completes first: the buffers stay the application's
       while (!m->advance(true)) {
       }
@@ -160,36 +166,49 @@ int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
     const Block& b = recvs[j];
     if (p.in[j] == MPI_PROC_NULL || empty(b)) continue;
     MPI_Request r = MPI_REQUEST_NULL;
-    post(p2p::irecv(b.buf, b.count, b.type, p.in[j], p.in_tag[j], dup, &r));
+    started(p2p::irecv(b.buf, b.count, b.type, p.in[j], p.in_tag[j], dup, &r));
     m->requests.push_back(r);
   }
   // In turn from this process's own position (its own block first in MPI_Alltoall), so that the
   // processes do not all send to the same one at once.
   const std::size_t n = sends.size();
+  const bool counting = transport::initialized();
+  const int me = counting ? transport::world_rank(comm, comm_rank(comm)) : 0;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (p.first + k) % n;
     const Block& b = sends[i];
     if (p.out[i] == MPI_PROC_NULL || empty(b)) continue;
     MPI_Request r = MPI_REQUEST_NULL;
-    post(p2p::isend(p2p::kSend, b.buf, b.count, b.type, p.out[i], p.out_tag[i], dup, &r));
+    started(p2p::isend(p2p::kSend, b.buf, b.count, b.type, p.out[i], p.out_tag[i], dup, &r));
     m->requests.push_back(r);
+    if (counting && !p.inter &&
+        !transport::world().same_node(me, transport::world_rank(comm, p.out[i])))
+      count_crossing();
   }
+  return m;
+}
+
+int finish(std::shared_ptr<Flight> f, MPI_Request* request) {
   if (!request) {
-    while (!m->advance(true)) {
+    while (!f->advance(true)) {
     }
-    return m->rc;
+    return f->result();
   }
   Pending pending;
-  pending.drive = [m] { return m->advance(false); };
-  pending.finish = [m](const MPI_Status*) { return m->rc; };
+  pending.drive = [f] { return f->advance(false); };
+  pending.finish = [f](const MPI_Status*) { return f->result(); };
   const int rc = PMPI_Grequest_start(query, release, cancel, nullptr, request);
   if (rc != MPI_SUCCESS) {
-    while (!m->advance(true)) {
+    while (!f->advance(true)) {
     }
     return rc;
   }
   requests().add(*request, std::move(pending));
   return MPI_SUCCESS;
+}
+
+int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
+  return finish(post(comm, plan), request);
 }
 
 int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
@@ -199,10 +218,13 @@ int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
   const int rc = PMPI_Send_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
   if (rc != MPI_SUCCESS) return rc;
   persistent::forget(*request);
+  // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
+  std::shared_ptr<const Aggregation> agg =
+      plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
   persistent::Args a;
   a.comm = comm;
-  a.collective = [comm, plan = std::move(plan)](MPI_Request* started) {
-    return run(comm, plan, started);
+  a.collective = [comm, plan = std::move(plan), agg](MPI_Request* started) {
+    return finish(agg ? post(comm, agg) : post(comm, plan), started);
   };
   persistent::remember(*request, std::move(a));
   return MPI_SUCCESS;

@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
 #include "mpi/coll.hpp"
@@ -35,7 +36,9 @@ struct Block {
 // message carries (MPI_PROC_NULL: a cartesian border, no message).
 struct Peers {
   std::vector<int> out, in, out_tag, in_tag;
-  std::size_t first = 0;  // the send block to start from (this process's own in MPI_Alltoall)
+  std::size_t first = 0;       // the send block to start from (this process's own in MPI_Alltoall)
+  bool neighbourhood = false;  // of a process topology
+  bool inter = false;          // of an intercommunicator (peers: the remote group)
 };
 
 // The peers of MPI_Alltoall(v/w) (`neighbourhood` false: every process of the group, or of the
@@ -78,6 +81,31 @@ bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at
 // position), to completion when `request` is null, else under a new generalized request.
 // Throws ferry::Error; the caller's guard reports it.
 int run(MPI_Comm comm, const Plan& plan, MPI_Request* request);
+
+// A collective's messages under way.
+class Flight {
+ public:
+  virtual ~Flight() = default;
+  // Completes what has completed (`wait`: blocks, or serves, until something has); true when all
+  // is done.
+  virtual bool advance(bool wait) = 0;
+  // The first error among them, else MPI_SUCCESS.
+  virtual int result() const = 0;
+};
+// Posts a plan's messages (run() is post, then finish).
+std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan);
+// Completes `f` (request null), or hands it to a new generalized request that progress completes.
+int finish(std::shared_ptr<Flight> f, MPI_Request* request);
+
+// Locality-aware aggregation (coll_aggregate.cpp) of a persistent neighbourhood collective: the
+// plan's blocks between nodes gathered into one message per ordered pair of nodes, where that pays
+// (FERRY_AGGREGATE). Collective over `comm`; null where the blocks go directly.
+struct Aggregation;
+std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan);
+std::shared_ptr<Flight> post(MPI_Comm comm, std::shared_ptr<const Aggregation> a);
+// Messages of Ferry's collectives to a process on another node (ferry_mpi_collective_crossings).
+long crossings();
+void count_crossing();
 
 // A persistent collective's init call (MPI-4's MPI_*_init, Open MPI's MPIX_*_init): its info and
 // where the request goes.

@@ -72,6 +72,7 @@ FERRY_EXPORT long ferry_mpi_ipc_received(void) { return transport::counters().ip
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return transport::counters().pipelined; }
 FERRY_EXPORT long ferry_mpi_local_sent(void) { return transport::counters().local; }
 FERRY_EXPORT long ferry_mpi_collective_messages(void) { return coll::pairs::calls(); }
+FERRY_EXPORT long ferry_mpi_collective_crossings(void) { return coll::pairs::crossings(); }
 FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) {
   try {
     return transport::locality_name(peer, device);

@@ -50,6 +50,7 @@ enum class Knob : int {
   async_recv,
   reorder,
   native_collectives,
+  aggregate,
   count
 };
 
