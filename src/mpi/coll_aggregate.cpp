@@ -30,7 +30,7 @@ void unpack_from(const char* in, i64 bytes, const Block& b) {
 class Aggregated : public Flight {
  public:
   Aggregated(MPI_Comm comm, std::shared_ptr<const Aggregation> a)
-      : a_(std::move(a)), dup_(private_comm(comm)) {
+      : a_(std::move(a)), dup_(channel_of(comm, a_->all)) {
     direct_ = post(comm, a_->direct);
     const Plan& all = a_->all;
     for (const auto& t : a_->takes) recv(t.buf->p, t.buf->size, t.from, t.tag, &takes_);

@@ -25,7 +25,7 @@ struct Crossing {
 std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
   const std::string mode = env::text(env::Knob::aggregate);
   if (mode == "off" || !transport::initialized()) return nullptr;
-  const MPI_Comm dup = private_comm(comm);
+  const MPI_Comm dup = channel_of(comm, plan);
   const int n = comm_size(comm), me = comm_rank(comm);
   const transport::Topology& topo = transport::world();
   std::vector<int> region(static_cast<std::size_t>(n));
@@ -42,7 +42,7 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
   std::vector<long long> mine;
   for (std::size_t i = 0; i < plan.sends.size(); ++i) {
     const Block& b = plan.sends[i];
-    if (!crosses(p.out[i]) || b.count == 0) continue;
+    if (!crosses(p.out[i]) || empty(b)) continue;
     mine.insert(mine.end(), {p.out[i], p.out_tag[i], static_cast<long long>(i), route_of(b).bytes});
   }
   std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
@@ -76,6 +76,11 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
     bytes += x.bytes;
   }
   if (c.empty() || kStep1 + 2 * regions > 32767) return nullptr;
+  for (const auto& [rp, list] : pairs_of) {  // one message per pair: its count is an int
+    i64 size = 0;
+    for (const Crossing& x : list) size += x.bytes;
+    if (size > INT_MAX) return nullptr;
+  }
   const bool pays =
       c.size() >= 2 * pairs_of.size() && bytes / static_cast<i64>(c.size()) <= 64 * 1024;
   if (mode != "on" && !pays) return nullptr;
@@ -87,7 +92,7 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
   std::vector<bool> recv_aggregated(plan.recvs.size(), false),
       send_aggregated(plan.sends.size(), false);
   for (std::size_t j = 0; j < plan.recvs.size(); ++j)
-    if (crosses(p.in[j]) && plan.recvs[j].count > 0) slots[{p.in[j], p.in_tag[j]}].push_back(j);
+    if (crosses(p.in[j]) && !empty(plan.recvs[j])) slots[{p.in[j], p.in_tag[j]}].push_back(j);
   std::map<std::pair<int, int>, std::size_t> seen;
 
   auto members = [&](int reg) {

@@ -15,15 +15,25 @@ inline constexpr bool persists = (std::is_same_v<Req, pairs::Persist> || ...);
 // The call as Ferry's own messages (coll_pairs.hpp) where they take it: `send_at(i)` and
 // `recv_at(j)` give the blocks to and from the i-th and j-th peer. -1 where they do not (the
 // caller goes on to the mirrors, or to the MPI's own persistent init); else the call's result.
+// A persistent init is made by every process alike: they agree (one allreduce) that all can
+// and one wants.
 template <class SendAt, class RecvAt, class... Req>
-int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at, RecvAt recv_at,
-             Req... request) noexcept {
+int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void* recvbuf, SendAt send_at,
+             RecvAt recv_at, Req... request) noexcept {
   return guard(comm, [&]() -> int {
     pairs::Plan plan;
-    if (!pairs::plan(comm, neighbourhood, sendbuf, send_at, recv_at, &plan)) return -1;
+    const bool can = pairs::plan(comm, neighbourhood, sendbuf, recvbuf, send_at, recv_at, &plan);
     if constexpr (persists<Req...>) {
+      if (comm == MPI_COMM_NULL) return -1;
+      int mine[2] = {can ? 0 : 1, can && plan.wanted ? 1 : 0}, all[2] = {1, 0};
+      {
+        ServeWhileBlocked serving;
+        if (PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return -1;
+      }
+      if (all[0] != 0 || all[1] == 0) return -1;
       return pairs::init(comm, std::move(plan), (..., request).request);
     } else {
+      if (!can || !plan.wanted) return -1;
       MPI_Request* req = nullptr;
       if constexpr (sizeof...(Req) > 0) req = (..., request);
       return pairs::run(comm, plan, req);
@@ -54,7 +64,7 @@ template <class Fn, class... Req>
   if (each || d.neighbourhood) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf,
+        comm, d.neighbourhood, sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, each ? static_cast<i64>(i) * sendcount * se : 0, sendcount,
                               sendtype);
@@ -88,7 +98,7 @@ template <class Fn, class... Req>
   if (d.neighbourhood && recvcounts && displs) {
     const i64 re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, true, sendbuf,
+        comm, true, sendbuf, recvbuf,
         [&](std::size_t) { return pairs::block(sendbuf, 0, sendcount, sendtype); },
         [&](std::size_t j) {
           return pairs::block(recvbuf, displs[j] * re, recvcounts[j], recvtype);
@@ -119,7 +129,7 @@ template <class Fn, class... Req>
   if (sendcounts && sdispls && recvcounts && rdispls) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf,
+        comm, d.neighbourhood, sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, sdispls[i] * se, sendcounts[i], sendtype);
         },
@@ -150,7 +160,7 @@ template <class Fn, class Disp, class... Req>
                                 const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
   if (sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes) {
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf,
+        comm, d.neighbourhood, sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, sdispls[i], sendcounts[i], sendtypes[i]);
         },

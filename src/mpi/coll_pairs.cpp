@@ -2,6 +2,7 @@
 #include "mpi/coll_pairs.hpp"
 
 #include <atomic>
+#include <map>
 #include <memory>
 
 #include "mpi/p2p.hpp"
@@ -69,9 +70,6 @@ int cancel(void*, int) {
   return MPI_SUCCESS;
 }  // a collective cannot be cancelled: it completes
 
-bool empty(const Block& b) {
-  return b.count == 0;
-}
 
 }  // namespace
 
@@ -138,20 +136,27 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
   return true;
 }
 
-bool wanted(const void* sendbuf, const Block& first_send, const Block& first_recv) {
+bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv) {
   static const bool on = env::flag(env::Knob::native_collectives);
   if (!on || sendbuf == MPI_IN_PLACE) return false;
   if (hot::host_sends) return true;
-  return (!empty(first_send) && gpu_type(first_send.buf, first_send.count, first_send.type)) ||
-         (!empty(first_recv) && gpu_type(first_recv.buf, first_recv.count, first_recv.type));
+  auto gpu = [](const void* base, const Block& first) {
+    if (!empty(first)) return gpu_type(first.buf, first.count, first.type) != nullptr;
+    return base != nullptr && gpu_type(base, 1, MPI_BYTE) != nullptr;  // no data: where the buffer is
+  };
+  return gpu(sendbuf, first_send) || gpu(recvbuf, first_recv);
+}
+
+MPI_Comm channel_of(MPI_Comm comm, const Plan& plan) {
+  const MPI_Comm c = plan.channel != MPI_COMM_NULL ? plan.channel : private_comm(comm);
+  if (c == MPI_COMM_NULL) throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  return c;
 }
 
 std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   const Peers& p = plan.peers;
   const std::vector<Block>&sends = plan.sends, &recvs = plan.recvs;
-  const MPI_Comm dup = private_comm(comm);
-  if (dup == MPI_COMM_NULL)
-    throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  const MPI_Comm dup = channel_of(comm, plan);
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
   m->requests.reserve(sends.size() + recvs.size());
@@ -211,16 +216,52 @@ int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
   return finish(post(comm, plan), request);
 }
 
+namespace {
+
+// What a persistent plan owns: its communicator and its duplicates of the application's types.
+struct Owned {
+  MPI_Comm channel = MPI_COMM_NULL;
+  std::map<MPI_Datatype, MPI_Datatype> types;  // the application's, and Ferry's duplicate
+  ~Owned() {
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& [app, mine] : types) PMPI_Type_free(&mine);
+    if (channel != MPI_COMM_NULL) PMPI_Comm_free(&channel);
+  }
+};
+
+MPI_Datatype own(Owned& o, MPI_Datatype t) {
+  int ints = 0, addrs = 0, types = 0, combiner = MPI_COMBINER_NAMED;
+  if (t == MPI_DATATYPE_NULL || PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS ||
+      combiner == MPI_COMBINER_NAMED)
+    return t;
+  auto it = o.types.find(t);
+  if (it != o.types.end()) return it->second;
+  MPI_Datatype d = MPI_DATATYPE_NULL;
+  if (PMPI_Type_dup(t, &d) != MPI_SUCCESS) throw ferry::Error(MPI_ERR_TYPE, "a persistent collective's type");
+  o.types[t] = d;
+  return d;
+}
+
+}  // namespace
+
 int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
-  // The private communicator now, while every process makes the (collective) init call.
-  if (private_comm(comm) == MPI_COMM_NULL)
-    throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");
+  auto owned = std::make_shared<Owned>();
+  for (auto* side : {&plan.sends, &plan.recvs})
+    for (Block& b : *side) b.type = own(*owned, b.type);
+  // Its own communicator, now, while every process makes the (collective) init call; serving
+  // meanwhile, as Ferry's barrier does.
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (PMPI_Comm_idup(comm, &owned->channel, &r) != MPI_SUCCESS || wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    throw ferry::Error(MPI_ERR_INTERN, "no communicator for a persistent collective");
+  plan.channel = owned->channel;
+  plan.owned = owned;
+  // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
+  std::shared_ptr<const Aggregation> agg = plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
   const int rc = PMPI_Send_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
   if (rc != MPI_SUCCESS) return rc;
   persistent::forget(*request);
-  // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
-  std::shared_ptr<const Aggregation> agg =
-      plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
   persistent::Args a;
   a.comm = comm;
   a.collective = [comm, plan = std::move(plan), agg](MPI_Request* started) {

@@ -46,27 +46,43 @@ struct Peers {
 // (no valid communicator or topology: the MPI reports it).
 bool peers(MPI_Comm comm, bool neighbourhood, Peers* p);
 
-// Whether a call with these first send and receive blocks goes through Ferry's messages: the knob
-// is on, it is not in place, and GPU memory is involved (or FERRY_PROTOCOL_TEST, the CPU tests).
-bool wanted(const void* sendbuf, const Block& first_send, const Block& first_recv);
+// A block with no bytes (no elements, or elements of no data): no message.
+inline bool empty(const Block& b) { return b.count == 0 || type_size(b.type) == 0; }
 
-// A call's peers and blocks.
+// Whether a call with these first non-empty send and receive blocks (empty where a side has none:
+// then its buffer argument tells) goes through Ferry's messages: the knob is on, it is not in
+// place, and GPU memory is involved (or FERRY_PROTOCOL_TEST, the CPU tests). Each process decides
+// alone (its buffers), so the processes of a call agree where all pass GPU buffers, or all host
+// ones, as GPU codes do; a process with no data must still pass its GPU buffer, not null. The
+// persistent inits agree explicitly (coll_all.hpp, by_pairs).
+bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv);
+
+// A call's peers and blocks. A persistent one has its own duplicate of the communicator for its
+// messages (`channel`: MPI lets persistent collectives start in different orders on different
+// processes, so they must not share tags) and its own duplicates of the application's derived
+// types (it may free them after the init); `owned` frees both with the last copy of the plan.
 struct Plan {
   Peers peers;
   std::vector<Block> sends, recvs;
+  bool wanted = false;  // Ferry's messages would take it here (see wanted())
+  MPI_Comm channel = MPI_COMM_NULL;
+  std::shared_ptr<void> owned;
 };
+// The communicator a plan's messages travel on.
+MPI_Comm channel_of(MPI_Comm comm, const Plan& plan);
 
 // The plan of a call with these blocks (`send_at(i)`, `recv_at(j)`: to the i-th and from the j-th
-// peer), or false when Ferry's messages do not take it.
+// peer); false when Ferry's messages cannot take it (in place; arguments the MPI would refuse, for
+// it to say so). Whether they should is out->wanted.
 template <class SendAt, class RecvAt>
-bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at, RecvAt recv_at,
-          Plan* out) {
+bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void* recvbuf, SendAt send_at,
+          RecvAt recv_at, Plan* out) {
   if (sendbuf == MPI_IN_PLACE || !peers(comm, neighbourhood, &out->peers)) return false;
   Block fs, fr;  // the first non-empty ones
   auto add = [](std::vector<Block>& v, Block b, Block& first) {
     if (b.count < 0 || (b.count > 0 && b.type == MPI_DATATYPE_NULL))
       return false;  // the MPI says what
-    if (b.count > 0 && first.count == 0) first = b;
+    if (first.count == 0 && !empty(b)) first = b;
     v.push_back(b);
     return true;
   };
@@ -74,7 +90,8 @@ bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, SendAt send_at
     if (!add(out->sends, send_at(i), fs)) return false;
   for (std::size_t j = 0; j < out->peers.in.size(); ++j)
     if (!add(out->recvs, recv_at(j), fr)) return false;
-  return wanted(sendbuf, fs, fr);
+  out->wanted = wanted(sendbuf, recvbuf, fs, fr);
+  return true;
 }
 
 // Every block moved (receives posted first, then the sends, in turn from this process's own

@@ -3,7 +3,7 @@
 // MPIX_ forms of the same (its mpi-ext.h, pcollreq). The init call plans the messages once
 // (peers, blocks, the private communicator); each MPI_Start runs them (coll_pairs.hpp, through
 // persistent.hpp's stand-ins), and any wait or test completes the start. Host buffers, in place,
-// and arguments the MPI would refuse go to the MPI's own init.
+// and arguments the MPI would refuse go to the MPI's own init, as every process agrees.
 #include <tuple>
 #include <utility>
 
@@ -30,6 +30,10 @@ struct WithInfo {
   }
 };
 
+// Where nothing can be Ferry's (no GPU, no protocol test), the MPI's own init at once. The test
+// must give the same answer at every process: the init's path is agreed (by_pairs).
+bool mpi_own() { return !hot::gpu && !hot::host_sends; }
+
 }  // namespace
 }  // namespace ferry::mpi_detail::coll
 
@@ -41,20 +45,20 @@ using pairs::Persist;
 #define FERRY_PERSISTENT_COLLECTIVES(P, PP)                                                            \
   int P##_Alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc, MPI_Datatype rt,    \
                         MPI_Comm comm, MPI_Info info, MPI_Request* req) {                              \
-    if (hot::plain_collective(sb, st, rb, rt)) return PP##_Alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req); \
+    if (mpi_own()) return PP##_Alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req); \
     return fan(WithInfo<PP##_Alltoall_init>{}, everyone(comm), true, sb, sc, st, rb, rc, rt, comm,    \
                Persist{info, req});                                                                    \
   }                                                                                                    \
   int P##_Neighbor_alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,            \
                                  MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {    \
-    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+    if (mpi_own())                                                         \
       return PP##_Neighbor_alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req);                     \
     return fan(WithInfo<PP##_Neighbor_alltoall_init>{}, neighbors(comm), true, sb, sc, st, rb, rc, rt, \
                comm, Persist{info, req});                                                              \
   }                                                                                                    \
   int P##_Neighbor_allgather_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,           \
                                   MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {   \
-    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+    if (mpi_own())                                                         \
       return PP##_Neighbor_allgather_init(sb, sc, st, rb, rc, rt, comm, info, req);                    \
     return fan(WithInfo<PP##_Neighbor_allgather_init>{}, neighbors(comm), false, sb, sc, st, rb, rc,   \
                rt, comm, Persist{info, req});                                                          \
@@ -62,7 +66,7 @@ using pairs::Persist;
   int P##_Neighbor_allgatherv_init(const void* sb, int sc, MPI_Datatype st, void* rb, const int rcs[], \
                                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Info info,  \
                                    MPI_Request* req) {                                                 \
-    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+    if (mpi_own())                                                         \
       return PP##_Neighbor_allgatherv_init(sb, sc, st, rb, rcs, displs, rt, comm, info, req);          \
     return allgatherv(WithInfo<PP##_Neighbor_allgatherv_init>{}, neighbors(comm), sb, sc, st, rb, rcs, \
                       displs, rt, comm, Persist{info, req});                                           \
@@ -70,7 +74,7 @@ using pairs::Persist;
   int P##_Alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st, void* rb,  \
                          const int rcs[], const int rds[], MPI_Datatype rt, MPI_Comm comm,             \
                          MPI_Info info, MPI_Request* req) {                                            \
-    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+    if (mpi_own())                                                         \
       return PP##_Alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);                 \
     return alltoallv(WithInfo<PP##_Alltoallv_init>{}, everyone(comm), sb, scs, sds, st, rb, rcs, rds,  \
                      rt, comm, Persist{info, req});                                                    \
@@ -78,7 +82,7 @@ using pairs::Persist;
   int P##_Neighbor_alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st,   \
                                   void* rb, const int rcs[], const int rds[], MPI_Datatype rt,         \
                                   MPI_Comm comm, MPI_Info info, MPI_Request* req) {                    \
-    if (hot::plain_collective(sb, st, rb, rt))                                                         \
+    if (mpi_own())                                                         \
       return PP##_Neighbor_alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);        \
     return alltoallv(WithInfo<PP##_Neighbor_alltoallv_init>{}, neighbors(comm), sb, scs, sds, st, rb,  \
                      rcs, rds, rt, comm, Persist{info, req});                                          \
@@ -86,7 +90,7 @@ using pairs::Persist;
   int P##_Alltoallw_init(const void* sb, const int scs[], const int sds[], const MPI_Datatype sts[],   \
                          void* rb, const int rcs[], const int rds[], const MPI_Datatype rts[],         \
                          MPI_Comm comm, MPI_Info info, MPI_Request* req) {                             \
-    if (hot::plain_collective()) return PP##_Alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req); \
+    if (mpi_own()) return PP##_Alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req); \
     return alltoallw(WithInfo<PP##_Alltoallw_init>{}, everyone(comm), sb, scs, sds, sts, rb, rcs, rds, \
                      rts, comm, Persist{info, req});                                                   \
   }                                                                                                    \
@@ -94,7 +98,7 @@ using pairs::Persist;
                                   const MPI_Datatype sts[], void* rb, const int rcs[],                 \
                                   const MPI_Aint rds[], const MPI_Datatype rts[], MPI_Comm comm,       \
                                   MPI_Info info, MPI_Request* req) {                                   \
-    if (hot::plain_collective())                                                                       \
+    if (mpi_own())                                                                       \
       return PP##_Neighbor_alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req);      \
     return alltoallw(WithInfo<PP##_Neighbor_alltoallw_init>{}, neighbors(comm), sb, scs, sds, sts, rb, \
                      rcs, rds, rts, comm, Persist{info, req});                                         \

@@ -55,8 +55,10 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
   {
     std::lock_guard lock(mutex_);
     for (auto& [r, p] : table_) {
-      if (!all_threads && p.owner != me) continue;
+      // A collective's messages may be waited for from any thread (they are driven one pass at
+      // a time: this pass holds stub_mutex_).
       if (p.drive && !p.driven) drives.emplace_back(r, p.id);
+      if (!all_threads && p.owner != me) continue;
       if (p.detached) {
         detached.emplace_back(r, p.id);
       } else if (p.may_be_stub && p.stub_state == 0 && (!p.persistent || p.active)) {
@@ -65,30 +67,6 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
         sends.emplace_back(r, p.id);
       }
     }
-  }
-  // Generalized requests of Ferry's: their messages advanced; complete once all are done.
-  for (auto [r, id] : drives) {
-    std::function<bool()> drive;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = locate(r, id);
-      if (it == table_.end() || it->second.driven) continue;
-      drive = it->second.drive;
-    }
-    bool done = true;
-    try {
-      done = drive();
-    } catch (...) {  // the drive keeps its own result for the finish step
-    }
-    if (!done) continue;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = locate(r, id);
-      if (it == table_.end() || it->second.driven) continue;
-      count_stub(it->second, -1);
-      it->second.driven = true;
-    }
-    PMPI_Grequest_complete(r);
   }
   for (auto [r, id] : detached) complete_detached(r);
   // Sends whose request completed: their serve step now (a receiver may wait for its data).
@@ -143,6 +121,31 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
     MPI_Count n = 0;
     PMPI_Get_elements_x(&st, MPI_BYTE, &n);
     it->second.stub_bytes = n;
+  }
+  // Generalized requests of Ferry's: their messages advanced, completed once all are done. Last:
+  // a drive completes and frees requests of its own that the loops above may have listed.
+  for (auto [r, id] : drives) {
+    std::function<bool()> drive;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.driven) continue;
+      drive = it->second.drive;
+    }
+    bool done = true;
+    try {
+      done = drive();
+    } catch (...) {  // the drive keeps its own result for the finish step
+    }
+    if (!done) continue;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(r, id);
+      if (it == table_.end() || it->second.driven) continue;
+      count_stub(it->second, -1);
+      it->second.driven = true;
+    }
+    PMPI_Grequest_complete(r);
   }
 }
 
