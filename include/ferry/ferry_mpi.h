@@ -57,6 +57,12 @@ long ferry_mpi_pending(void);
  * flight: call it between messages. */
 int ferry_mpi_force_method(const char* name);
 int ferry_mpi_force_pack(const char* name);
+/* Forces how MPI_Alltoall(v/w) and the neighbourhood alltoall(v/w) and allgather(v) take the calls
+ * that follow on GPU buffers: "native" (each block a message of Ferry's), "mirrors" (the MPI's
+ * own collective on host copies of GPU buffers); NULL gives the choice back (GPU buffers: native,
+ * unless FERRY_NATIVE_COLLECTIVES=0). Every process of a call must force alike. Returns 0, or -1
+ * for a name it does not know. For measurements (bench_alltoall). */
+int ferry_mpi_force_collectives(const char* name);
 
 /* The stream the data of this thread's sends is produced on (a cudaStream_t; NULL: none). Ferry
  * then reads a GPU send buffer (MPI_Send and its modes, MPI_Isend, persistent sends from the

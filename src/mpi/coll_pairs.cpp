@@ -19,6 +19,7 @@ namespace {
 constexpr int kTagBase = 1 << 12;
 
 std::atomic<long> made{0};
+std::atomic<int> forced{-1};
 
 // The messages of one collective call, and the first error among them.
 class Messages : public Flight {
@@ -73,9 +74,8 @@ int cancel(void*, int) {
 
 }  // namespace
 
-long calls() {
-  return made.load();
-}
+long calls() { return made.load(); }
+void force(int native) { forced.store(native); }
 
 i64 extent(MPI_Datatype type) {
   MPI_Aint lb = 0, ext = 0;
@@ -138,8 +138,9 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
 
 bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv) {
   static const bool on = env::flag(env::Knob::native_collectives);
-  if (!on || sendbuf == MPI_IN_PLACE) return false;
-  if (hot::host_sends) return true;
+  const int f = forced.load(std::memory_order_relaxed);
+  if (sendbuf == MPI_IN_PLACE || f == 0 || (f < 0 && !on)) return false;
+  if (hot::host_sends || f == 1) return true;
   auto gpu = [](const void* base, const Block& first) {
     if (!empty(first)) return gpu_type(first.buf, first.count, first.type) != nullptr;
     return base != nullptr && gpu_type(base, 1, MPI_BYTE) != nullptr;  // no data: where the buffer is

@@ -139,6 +139,9 @@ inline Block block(const void* buf, i64 bytes, int count, MPI_Datatype type) {
 }
 // Collective calls made of Ferry's messages so far (ferry_mpi_collective_messages).
 long calls();
+// Forces the calls that may go either way (ferry_mpi_force_collectives): 1 Ferry's messages, 0 the
+// mirrors, -1 back to wanted()'s choice.
+void force(int native);
 
 // The extent of `type` (0 for a type the MPI refuses: the call goes to the MPI, which says so).
 i64 extent(MPI_Datatype type);

@@ -11,6 +11,7 @@
 #include <ferry/transport.hpp>
 
 #include <cstdio>
+#include <string>
 
 #include "mpi/boundary.hpp"
 #include "mpi/coll.hpp"
@@ -88,6 +89,12 @@ FERRY_EXPORT int ferry_mpi_force_method(const char* name) {
   auto m = ferry::model::method_named(name);
   if (!m) return -1;
   transport::force_method(m);
+  return 0;
+}
+FERRY_EXPORT int ferry_mpi_force_collectives(const char* name) {
+  const std::string n = name ? name : "";
+  if (name && n != "native" && n != "mirrors") return -1;
+  coll::pairs::force(!name ? -1 : n == "native" ? 1 : 0);
   return 0;
 }
 FERRY_EXPORT int ferry_mpi_force_pack(const char* name) {
