@@ -282,6 +282,89 @@ TEST(LargeCount, Collectives) {
   MPI_Comm_free(&ring);
 }
 
+// The v- and w-collectives' _c entries (large_count_v.cpp): MPI_Count counts and MPI_Aint
+// displacements, blocking and non-blocking (whose int copies must outlive the call), each against
+// the int call straight to the MPI. Peer i's block: i % 2 + 1 doubles at element 3 i.
+TEST(LargeCount, VCollectives) {
+  const int me = rank_of(), p = size_of();
+  const MPI_Comm w = MPI_COMM_WORLD;
+  std::vector<double> send(static_cast<std::size_t>(3 * p)), got(send.size()), want(send.size());
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = me * 100 + static_cast<double>(i);
+  std::vector<MPI_Count> cc;
+  std::vector<MPI_Aint> cd, cb;  // element and byte displacements
+  std::vector<int> ic, id, ib;
+  std::vector<MPI_Datatype> types(static_cast<std::size_t>(p), MPI_DOUBLE);
+  for (int i = 0; i < p; ++i) {
+    ic.push_back(i % 2 + 1);
+    id.push_back(3 * i);
+    ib.push_back(3 * i * static_cast<int>(sizeof(double)));
+    cc.push_back(ic.back());
+    cd.push_back(id.back());
+    cb.push_back(ib.back());
+  }
+  const MPI_Count mine = me % 2 + 1;
+  const int imine = static_cast<int>(mine);
+  MPI_Request r;
+  auto both = [&](const char* what, auto&& blocking, auto&& nonblocking, auto&& reference) {
+    std::fill(want.begin(), want.end(), -1.0);
+    reference();
+    std::fill(got.begin(), got.end(), -1.0);
+    ASSERT_EQ(blocking(), MPI_SUCCESS) << what;
+    EXPECT_EQ(got, want) << what;
+    std::fill(got.begin(), got.end(), -1.0);
+    ASSERT_EQ(nonblocking(), MPI_SUCCESS) << what << " (non-blocking)";
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(got, want) << what << " (non-blocking)";
+  };
+  double* s = send.data();
+  double* g = got.data();
+  double* x = want.data();
+  both("Allgatherv", [&] { return MPI_Allgatherv_c(s, mine, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w); },
+       [&] { return MPI_Iallgatherv_c(s, mine, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w, &r); },
+       [&] { PMPI_Allgatherv(s, imine, MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, w); });
+  // Alltoall-v/w: peer i sends i % 2 + 1 to everyone, so what each receives from i is i's count.
+  std::vector<MPI_Count> sc(static_cast<std::size_t>(p), mine);
+  std::vector<int> isc(static_cast<std::size_t>(p), imine);
+  both("Alltoallv", [&] { return MPI_Alltoallv_c(s, sc.data(), cd.data(), MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w); },
+       [&] { return MPI_Ialltoallv_c(s, sc.data(), cd.data(), MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w, &r); },
+       [&] { PMPI_Alltoallv(s, isc.data(), id.data(), MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, w); });
+  both("Alltoallw",
+       [&] { return MPI_Alltoallw_c(s, sc.data(), cb.data(), types.data(), g, cc.data(), cb.data(), types.data(), w); },
+       [&] { return MPI_Ialltoallw_c(s, sc.data(), cb.data(), types.data(), g, cc.data(), cb.data(), types.data(), w, &r); },
+       [&] { PMPI_Alltoallw(s, isc.data(), ib.data(), types.data(), x, ic.data(), ib.data(), types.data(), w); });
+  both("Gatherv", [&] { return MPI_Gatherv_c(s, mine, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, 0, w); },
+       [&] { return MPI_Igatherv_c(s, mine, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, 0, w, &r); },
+       [&] { PMPI_Gatherv(s, imine, MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, 0, w); });
+  both("Scatterv", [&] { return MPI_Scatterv_c(s, cc.data(), cd.data(), MPI_DOUBLE, g, mine, MPI_DOUBLE, 0, w); },
+       [&] { return MPI_Iscatterv_c(s, cc.data(), cd.data(), MPI_DOUBLE, g, mine, MPI_DOUBLE, 0, w, &r); },
+       [&] { PMPI_Scatterv(s, ic.data(), id.data(), MPI_DOUBLE, x, imine, MPI_DOUBLE, 0, w); });
+  both("Reduce_scatter", [&] { return MPI_Reduce_scatter_c(s, g, cc.data(), MPI_DOUBLE, MPI_SUM, w); },
+       [&] { return MPI_Ireduce_scatter_c(s, g, cc.data(), MPI_DOUBLE, MPI_SUM, w, &r); },
+       [&] { PMPI_Reduce_scatter(s, x, ic.data(), MPI_DOUBLE, MPI_SUM, w); });
+  // The neighbourhood forms on a ring that is not periodic (the MPIs agree there).
+  MPI_Comm line;
+  const int dims[1] = {p}, periods[1] = {0};
+  MPI_Cart_create(w, 1, dims, periods, 0, &line);
+  // (What goes down arrives in the lower one's slot from above: counts alike both ways.)
+  const MPI_Count nc[2] = {2, 2};
+  const MPI_Aint nd[2] = {0, 3}, nb[2] = {0, 3 * sizeof(double)};
+  const int inc[2] = {2, 2}, ind[2] = {0, 3};
+  const MPI_Datatype nt[2] = {MPI_DOUBLE, MPI_DOUBLE};
+  both("Neighbor_allgatherv",
+       [&] { return MPI_Neighbor_allgatherv_c(s, 2, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line); },
+       [&] { return MPI_Ineighbor_allgatherv_c(s, 2, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line, &r); },
+       [&] { PMPI_Neighbor_allgatherv(s, 2, MPI_DOUBLE, x, inc, ind, MPI_DOUBLE, line); });
+  both("Neighbor_alltoallv",
+       [&] { return MPI_Neighbor_alltoallv_c(s, nc, nd, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line); },
+       [&] { return MPI_Ineighbor_alltoallv_c(s, nc, nd, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line, &r); },
+       [&] { PMPI_Neighbor_alltoallv(s, inc, ind, MPI_DOUBLE, x, inc, ind, MPI_DOUBLE, line); });
+  both("Neighbor_alltoallw",
+       [&] { return MPI_Neighbor_alltoallw_c(s, nc, nb, nt, g, nc, nb, nt, line); },
+       [&] { return MPI_Ineighbor_alltoallw_c(s, nc, nb, nt, g, nc, nb, nt, line, &r); },
+       [&] { PMPI_Neighbor_alltoallw(s, inc, nb, nt, x, inc, nb, nt, line); });
+  MPI_Comm_free(&line);
+}
+
 #else
 
 TEST(LargeCount, NeedsAnMpi4Header) {

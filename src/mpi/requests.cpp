@@ -62,6 +62,21 @@ int Requests::add_or_finish(MPI_Request r, Pending p) {
   return rc;
 }
 
+void Requests::keep(MPI_Request r, std::shared_ptr<void> what) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = locate(r);
+    if (it != table_.end()) {
+      auto finish = std::move(it->second.finish);
+      it->second.finish = [finish, what](const MPI_Status* st) { return finish ? finish(st) : MPI_SUCCESS; };
+      return;
+    }
+  }
+  Pending p;
+  p.finish = [what](const MPI_Status*) { return MPI_SUCCESS; };
+  add_or_finish(r, std::move(p));
+}
+
 bool Requests::cancellable(MPI_Request r) {
   std::lock_guard lock(mutex_);
   auto it = locate(r);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -98,6 +99,9 @@ class Requests {
   // wrong order.) Returns the finish step's result.
   int add_or_finish(MPI_Request r, Pending p);
   bool empty() const { return hot::no_requests(); }
+  // Keeps `what` alive until `r` completes (arrays a non-blocking call's MPI may still read):
+  // under the request's entry, or a new one.
+  void keep(MPI_Request r, std::shared_ptr<void> what);
   // MPI_Cancel may go to MPI (false for stub sends, whose receiver may be reading already).
   bool cancellable(MPI_Request r);
   // Finishes a completed request that was ours (unpacks a receive, fetches a stub's data and fixes
