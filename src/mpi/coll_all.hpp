@@ -24,7 +24,9 @@ int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void*
     pairs::Plan plan;
     const bool can = pairs::plan(comm, neighbourhood, sendbuf, recvbuf, send_at, recv_at, &plan);
     if constexpr (persists<Req...>) {
-      if (comm == MPI_COMM_NULL) return -1;
+      // (Not across an intercommunicator, where an allreduce gives each group the other's.)
+      int inter = 0;
+      if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return -1;
       int mine[2] = {can ? 0 : 1, can && plan.wanted ? 1 : 0}, all[2] = {1, 0};
       {
         ServeWhileBlocked serving;
