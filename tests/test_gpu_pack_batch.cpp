@@ -44,6 +44,13 @@ struct Device {
   Device(const Device&) = delete;
 };
 
+// cudaMemcpy from pageable memory may return before its DMA lands, and the work that follows
+// runs on non-blocking streams that do not wait for it: wait for the device before going on.
+cudaError_t upload(void* dst, const void* src, std::size_t n) {
+  const cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
 std::vector<char> download(const char* p, i64 n) {
   std::vector<char> h(static_cast<std::size_t>(n));
   cudaMemcpy(h.data(), p, h.size(), cudaMemcpyDeviceToHost);
@@ -105,8 +112,8 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
     if (c.pair.dst_overlaps) continue;  // which write lands last is not defined on the GPU
     for (i64 shift : {i64{0}, i64{8}, i64{3}}) {  // the word size follows the addresses
       Device src(c.src_span.size + 16), dst(c.dst_span.size + 16);
-      CUDA_OK(cudaMemcpy(src.p + shift, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(src.p + shift, c.src.data(), c.src.size()));
+      CUDA_OK(upload(dst.p, c.dst_before.data(), c.dst_before.size()));
       ASSERT_NO_THROW(ferry::gpu::copy_async(
           ferry_test::offset_by(src.p + shift, c.src_span.origin), c.pair.src_count, c.src_type,
           ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type, stream))
@@ -119,8 +126,8 @@ TEST(GpuCopy, RandomPairsMatchTheCpuEngine) {
     }
     if (i % 10 == 0) {  // ferry::copy picks the GPU for device memory; gpu::copy stages pageable
       Device src(c.src_span.size), dst(c.dst_span.size);
-      CUDA_OK(cudaMemcpy(src.p, c.src.data(), c.src.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dst.p, c.dst_before.data(), c.dst_before.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(src.p, c.src.data(), c.src.size()));
+      CUDA_OK(upload(dst.p, c.dst_before.data(), c.dst_before.size()));
       ferry::copy(ferry_test::offset_by(src.p, c.src_span.origin), c.pair.src_count, c.src_type,
                   ferry_test::offset_by(dst.p, c.dst_span.origin), c.pair.dst_count, c.dst_type);
       ASSERT_TRUE(download(dst.p, c.dst_span.size) == c.dst_want) << "ferry::copy\n" << c.what();
@@ -194,9 +201,9 @@ TEST(GpuBatch, MixedMovesAndRebindingMatchTheCpuEngine) {
         std::copy(c.dst_want.begin(), c.dst_want.end(), dst_want.begin() + ar.dst_off[j]);
     }
     auto fill = [&](int s) {
-      CUDA_OK(cudaMemcpy(arena(s, 0), src_host.data(), src_host.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(arena(s, 1), dst_host.data(), dst_host.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(arena(s, 2), packed_host.data(), packed_host.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(arena(s, 0), src_host.data(), src_host.size()));
+      CUDA_OK(upload(arena(s, 1), dst_host.data(), dst_host.size()));
+      CUDA_OK(upload(arena(s, 2), packed_host.data(), packed_host.size()));
     };
     auto sides = [&](int s, std::size_t j) {
       const Case& c = *cases[j];
@@ -318,8 +325,8 @@ TEST(GpuBatch, SharedSlotsAndGraphReplaysFollowTheTable) {
   }
   auto upload_all = [&] {
     for (int f = 0; f < kFields; ++f) {
-      CUDA_OK(cudaMemcpy(da[f]->p, a[f].data(), a[f].size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(db[f]->p, b[f].data(), b[f].size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(da[f]->p, a[f].data(), a[f].size()));
+      CUDA_OK(upload(db[f]->p, b[f].data(), b[f].size()));
     }
   };
   auto expect = [&](const std::vector<std::unique_ptr<Device>>& d, const std::vector<std::vector<char>>& host,
@@ -401,7 +408,7 @@ TEST(GpuBatch, PairedXFacesExchangeAsTheCpuEngine) {
       for (auto& x : host[f]) x = static_cast<char>(rng());
       dev.push_back(std::make_unique<Device>(Halo::bytes + 16));
       slots.push_back(dev.back()->p + shift);
-      CUDA_OK(cudaMemcpy(slots.back(), host[f].data(), host[f].size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(slots.back(), host[f].data(), host[f].size()));
     }
     ferry::gpu::Batch batch(moves, slots);
     batch.launch();
@@ -441,12 +448,12 @@ TEST(GpuBatch, InterleavedPairsMatchTheCpuEngine) {
       Device s(bp.src_bytes + 16), d(bp.dst_bytes + 16), p(bytes + 16);
       char* sp = s.p + shift;
       char* dp = d.p + shift;
-      CUDA_OK(cudaMemcpy(sp, src.data(), src.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(sp, src.data(), src.size()));
+      CUDA_OK(upload(dp, dst.data(), dst.size()));
       ASSERT_NO_THROW(ferry::gpu::copy_async(sp, 1, ps, dp, 1, pd)) << what;
       CUDA_OK(cudaDeviceSynchronize());
       ASSERT_TRUE(download(dp, bp.dst_bytes) == want) << "copy_async, shift " << shift << ", " << what;
-      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(dp, dst.data(), dst.size()));
       CUDA_OK(cudaMemset(p.p, 0x5A, static_cast<std::size_t>(bytes + 16)));
       {
         ferry::gpu::Batch batch({ferry::gpu::Move{{sp, 1, &ps}, {dp, 1, &pd}},
@@ -461,7 +468,7 @@ TEST(GpuBatch, InterleavedPairsMatchTheCpuEngine) {
       ferry::gpu::pack_async(sp, 1, ps, p.p + shift);
       CUDA_OK(cudaDeviceSynchronize());
       ASSERT_TRUE(download(p.p + shift, bytes) == packed) << "pack_async, shift " << shift << ", " << what;
-      CUDA_OK(cudaMemcpy(dp, dst.data(), dst.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(upload(dp, dst.data(), dst.size()));
       ferry::gpu::unpack_async(p.p + shift, dp, 1, pd);
       CUDA_OK(cudaDeviceSynchronize());
       ASSERT_TRUE(download(dp, bp.dst_bytes) == want) << "unpack_async, shift " << shift << ", " << what;
