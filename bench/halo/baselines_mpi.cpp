@@ -242,7 +242,8 @@ Baseline baseline_hand(const Config& c, Arrays& a, bool dim_ordered) {
     int k, rank;
     std::vector<Box> boxes;  // per field (the same box for every field)
     i64 bytes;
-    std::vector<char> host;
+    std::vector<char> host;  // host arrays' buffer
+    char* hbuf = nullptr;    // where MPI reads or writes: host.data(), or pinned for device arrays
     void* dbuf = nullptr;
   };
   struct Phase {
@@ -266,13 +267,18 @@ Baseline baseline_hand(const Config& c, Arrays& a, bool dim_ordered) {
       for (const Link& l : links(c, a, sending)) {
         const fh::Dir d = fh::dir_of(l.k);
         if (dim_ordered && (d[p] == 0 || std::abs(d.x) + std::abs(d.y) + std::abs(d.z) != 1)) continue;
-        Region r{l.k, l.rank, {}, 0, {}, nullptr};
+        Region r{l.k, l.rank, {}, 0, {}, nullptr, nullptr};
         for (const fh::Field& f : a.fields[0]) {
           r.boxes.push_back(box_of(l.k, sending, dim_ordered ? p : 0));
           r.bytes += r.boxes.back().points() * f.elem_bytes;
         }
-        r.host.resize(static_cast<std::size_t>(r.bytes));
-        if (dev) r.dbuf = gpu::alloc(r.bytes, -1);
+        if (dev) {
+          r.dbuf = gpu::alloc(r.bytes, -1);
+          r.hbuf = static_cast<char*>(gpu::alloc_host(r.bytes));
+        } else {
+          r.host.resize(static_cast<std::size_t>(r.bytes));
+          r.hbuf = r.host.data();
+        }
         if (sending) b.messages += 1, b.bytes += r.bytes;
         (sending ? ph.send : ph.recv).push_back(std::move(r));
       }
@@ -284,26 +290,26 @@ Baseline baseline_hand(const Config& c, Arrays& a, bool dim_ordered) {
       std::vector<MPI_Request> reqs;
       for (Region& r : ph.recv) {
         reqs.emplace_back();
-        MPI_Irecv(r.host.data(), static_cast<int>(r.bytes), MPI_BYTE, r.rank, r.k, MPI_COMM_WORLD, &reqs.back());
+        MPI_Irecv(r.hbuf, static_cast<int>(r.bytes), MPI_BYTE, r.rank, r.k, MPI_COMM_WORLD, &reqs.back());
       }
       for (Region& r : ph.send) {
         i64 off = 0;
         for (std::size_t f = 0; f < fields.size(); ++f) {
           if (dev) gpu::box_copy(fields[f].data, fields[f], r.boxes[f], static_cast<char*>(r.dbuf) + off, false);
-          else host_box(static_cast<char*>(fields[f].data), fields[f], r.boxes[f], r.host.data() + off, false);
+          else host_box(static_cast<char*>(fields[f].data), fields[f], r.boxes[f], r.hbuf + off, false);
           off += r.boxes[f].points() * fields[f].elem_bytes;
         }
-        if (dev) gpu::get(r.host.data(), r.dbuf, r.bytes);  // waits for the pack kernels
+        if (dev) gpu::stage(r.hbuf, r.dbuf, r.bytes, true);  // after the pack kernels, waited for
         reqs.emplace_back();
-        MPI_Isend(r.host.data(), static_cast<int>(r.bytes), MPI_BYTE, r.rank, r.k, MPI_COMM_WORLD, &reqs.back());
+        MPI_Isend(r.hbuf, static_cast<int>(r.bytes), MPI_BYTE, r.rank, r.k, MPI_COMM_WORLD, &reqs.back());
       }
       MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
       for (Region& r : ph.recv) {
-        if (dev) gpu::put(r.dbuf, r.host.data(), r.bytes);
+        if (dev) gpu::stage(r.dbuf, r.hbuf, r.bytes, false);  // before the unpack kernels
         i64 off = 0;
         for (std::size_t f = 0; f < fields.size(); ++f) {
           if (dev) gpu::box_copy(fields[f].data, fields[f], r.boxes[f], static_cast<char*>(r.dbuf) + off, true);
-          else host_box(static_cast<char*>(fields[f].data), fields[f], r.boxes[f], r.host.data() + off, true);
+          else host_box(static_cast<char*>(fields[f].data), fields[f], r.boxes[f], r.hbuf + off, true);
           off += r.boxes[f].points() * fields[f].elem_bytes;
         }
       }
@@ -314,7 +320,7 @@ Baseline baseline_hand(const Config& c, Arrays& a, bool dim_ordered) {
     for (Phase& ph : *phases)
       for (auto* v : {&ph.recv, &ph.send})
         for (Region& r : *v)
-          if (r.dbuf) gpu::free(r.dbuf);
+          if (r.dbuf) gpu::free(r.dbuf), gpu::free_host(r.hbuf);
   };
   return b;
 }

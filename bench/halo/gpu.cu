@@ -156,11 +156,25 @@ void* alloc(i64 bytes, int device) {
 }
 void free(void* p) { cudaFree(p); }
 // Untimed, and the arrays may be on another GPU than the bench's stream: synchronous copies.
+// cudaMemcpy neither waits for the bench's (non-blocking) stream nor, from pageable memory, for
+// its own DMA to land: wait for both.
 void put(void* dst, const void* src, i64 bytes) {
   check(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "H2D");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 void get(void* dst, const void* src, i64 bytes) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost), "D2H");
+}
+void* alloc_host(i64 bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, static_cast<size_t>(std::max<i64>(bytes, 1))), "cudaMallocHost");
+  return p;
+}
+void free_host(void* p) { cudaFreeHost(p); }
+void stage(void* dst, const void* src, i64 bytes, bool to_host) {
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, the_stream()), "cudaMemcpyAsync");
+  if (to_host) sync();
 }
 
 double p2p_ring_us(i64 bytes, const std::vector<int>& gpus, int iters) {

@@ -18,6 +18,9 @@ double p2p_ring_us(i64, const std::vector<int>&, int) { none(); }
 void free(void*) {}
 void put(void*, const void*, i64) { none(); }
 void get(void*, const void*, i64) { none(); }
+void* alloc_host(i64) { none(); }
+void free_host(void*) {}
+void stage(void*, const void*, i64, bool) { none(); }
 void* stream() { return nullptr; }
 void sync() {}
 double empty_launch_sync_us() { none(); }

@@ -115,6 +115,10 @@ void* alloc(i64 bytes, int device);  // zeroed, on `device` (-1: the current one
 void free(void* p);
 void put(void* dst, const void* src, i64 bytes);
 void get(void* dst, const void* src, i64 bytes);
+void* alloc_host(i64 bytes);  // pinned
+void free_host(void* p);
+// A copy on the bench's stream (after the kernels before it); to_host: and waits for it.
+void stage(void* dst, const void* src, i64 bytes, bool to_host);
 void* stream();                 // the bench's stream (created once)
 void sync();                    // synchronize it
 double empty_launch_sync_us();  // an empty kernel + synchronize, median of many
