@@ -96,12 +96,15 @@ def main():
                 print(f"host cost, {key[1]}: {m} {v * 1e6:.2f} us")
         if key[0] == "batch":
             m = t[key]
-            face = t.get(("face", "-X"), {}).get("ferry_pack")
-            print(f"batch {key[1]}: {m['ferry_batch'] * 1e6:.1f} us in one launch, "
-                  f"{m['ferry_separate_launches'] * 1e6:.1f} us as separate launches, "
-                  f"one -X face {face * 1e6 if face else float('nan'):.1f} us, "
-                  f"roofline {m['roofline'] * 1e6:.1f} us")
-
+            us = lambda name: f"{m[name] * 1e6:.1f} us" if name in m else "n/a"
+            if "ferry_batch" in m:
+                face = t.get(("face", "-X"), {}).get("ferry_pack")
+                print(f"batch {key[1]}: {us('ferry_batch')} in one launch, "
+                      f"{us('ferry_separate_launches')} as separate launches, "
+                      f"one -X face {face * 1e6 if face else float('nan'):.1f} us, roofline {us('roofline')}")
+            else:  # the parts of a batch, timed on the device only
+                print(f"batch {key[1]}: pack {us('ferry_batch_device_only')}, "
+                      f"unpack {us('ferry_batch_unpack_device_only')} (device time), roofline {us('roofline')}")
 
 if __name__ == "__main__":
     main()
