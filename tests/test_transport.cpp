@@ -359,17 +359,24 @@ TEST(Exports, CachedPerAllocation) {
 // it mapped already or the open fails; every mapping must be closed exactly once.
 struct FakeCuda {
   std::map<std::string, IpcCache::Status> verdict;  // by handle text; default ok
-  std::set<void*> mapped;
-  int opens = 0, closes = 0, bad_closes = 0;
+  // The driver block of a handle (default: its own): a handle is refused as already mapped while
+  // another handle of its block is mapped, as the driver does for small allocations sharing one.
+  std::map<std::string, int> block;
+  std::map<void*, int> mapped;  // address -> block
+  int opens = 0, closes = 0, bad_closes = 0, blocks = 1000;
   std::uintptr_t next = 0x7000000;
   IpcCache make(std::size_t capacity) {
     return IpcCache(
         [this](const IpcHandle& h, void** out) {
           auto it = verdict.find(h.bytes);
           if (it != verdict.end() && it->second != IpcCache::Status::ok) return it->second;
+          auto b = block.find(h.bytes);
+          const int blk = b != block.end() ? b->second : ++blocks;
+          for (const auto& [p, other] : mapped)
+            if (other == blk) return IpcCache::Status::already_mapped;
           ++opens;
           *out = reinterpret_cast<void*>(next += 0x100000);
-          mapped.insert(*out);
+          mapped[*out] = blk;
           return IpcCache::Status::ok;
         },
         [this](void* p) {
@@ -458,6 +465,32 @@ TEST(IpcCache, CapacityZeroClosesAfterEachMessage) {
   cache.open(1, 0x1000, 1, handle_of(1));
   EXPECT_EQ(cuda.opens, 2);
   EXPECT_EQ(cuda.closes, 2);
+}
+
+// The peer freed an allocation this cache still holds mapped (kept after its message) and made a
+// new one in the same driver block, at another address: the driver refuses the new handle as
+// already mapped until the stale mapping is closed. The cache closes the peer's unused mappings
+// and maps the new one; a block mapping in use is not closed, and its refusal is answered.
+TEST(IpcCache, StaleMappingsOfThePeerGiveWayToItsNewAllocations) {
+  FakeCuda cuda;
+  cuda.block["handle-1"] = cuda.block["handle-2"] = cuda.block["handle-3"] = 7;
+  IpcCache cache = cuda.make(8);
+  { EXPECT_TRUE(cache.open(1, 0x1000, 10, handle_of(1))); }  // kept mapped after its message
+  auto other_peer = cache.open(2, 0x5000, 1, handle_of(4));    // another peer's: left alone
+  ASSERT_TRUE(other_peer);
+  EXPECT_EQ(cache.mapped(), 2u);
+  auto fresh = cache.open(1, 0x3000, 11, handle_of(2));
+  ASSERT_TRUE(fresh) << "the stale mapping of block 7 was closed and the new handle opened";
+  EXPECT_EQ(fresh.status(), IpcCache::Status::ok);
+  EXPECT_EQ(cache.mapped(), 2u);
+  EXPECT_EQ(cuda.closes, 1);
+  // Block 7 is now in use by `fresh`: a third allocation in it is refused, nothing in use closed.
+  auto third = cache.open(1, 0x4000, 12, handle_of(3));
+  EXPECT_FALSE(third);
+  EXPECT_EQ(third.status(), IpcCache::Status::already_mapped);
+  EXPECT_TRUE(fresh.get() != nullptr && other_peer.get() != nullptr);
+  EXPECT_EQ(cache.mapped(), 2u);
+  EXPECT_EQ(cuda.bad_closes, 0);
 }
 
 TEST(IpcCache, AllocationsMappedElsewhereAreRememberedUntilTheyChange) {

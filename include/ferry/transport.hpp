@@ -256,7 +256,10 @@ bool export_pointer(const void* p, Export* out);
 // every opener the same address, and each close only drops its own count, so Ferry's mapping and
 // the program's live side by side. A handle opened in another context of the device (or, with
 // older drivers, opened at all) refuses a second open as "already mapped", and the address it was
-// mapped at cannot be learned: the cache then answers `already_mapped` (remembered for that
+// mapped at cannot be learned. The driver also refuses a new allocation of the peer whose memory
+// (or driver block: small cudaMallocs share them) a mapping this cache kept after its message
+// still holds; so on "already mapped" the cache first closes the peer's unused mappings and tries
+// once more. Still refused, the cache answers `already_mapped` (remembered for that
 // allocation, so the driver is not asked again until the peer's allocation changes) and the caller
 // moves that message another way (staging). Where Ferry's mapping would stand in the way of the
 // program's own open, FERRY_IPC_CACHE=0 (capacity 0) closes each mapping once its message is done.
@@ -306,6 +309,7 @@ class IpcCache {
   friend class Lease;
   void release(Mapping* m) noexcept;
   void evict_locked();
+  bool forget_unused_locked(int peer);
   Open open_;
   Close close_;
   std::size_t capacity_;

@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -337,6 +338,9 @@ IpcOpen open_ipc(const IpcMemHandle& handle, void** mapped) noexcept {
     return IpcOpen::ok;
   }
   cudaGetLastError();
+  if (detail::env::halo_verbose() || detail::env::flag(detail::env::Knob::mpi_verbose))
+    std::fprintf(stderr, "ferry: cudaIpcOpenMemHandle: %s (%s): the message is staged instead\n",
+                 cudaGetErrorName(rc), cudaGetErrorString(rc));
   return rc == cudaErrorAlreadyMapped ? IpcOpen::already_mapped : IpcOpen::failed;
 }
 

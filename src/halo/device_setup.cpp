@@ -4,11 +4,13 @@
 // transport's IPC cache; a mapping that fails turns that message into a staged one on both ends),
 // one pack and one unpack batch per GPU over a pointer table of every field, and their graphs.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include <ferry/pack.hpp>
 
 #include "halo/device.hpp"
+#include "sys/env.hpp"
 #include "sys/error.hpp"
 
 namespace ferry::halo::detail {
@@ -18,6 +20,14 @@ using ferry::detail::fail;
 namespace {
 
 using Dev = DeviceBackendState::Dev;
+
+const char* why(transport::IpcCache::Status st) {
+  switch (st) {
+    case transport::IpcCache::Status::ok: return "mapped";
+    case transport::IpcCache::Status::already_mapped: return "already mapped in this process";
+    default: return "the handle did not open";
+  }
+}
 using End = DeviceBackendState::End;
 
 void* device_alloc(DeviceBackendState& s, int dev, i64 bytes) {
@@ -106,14 +116,19 @@ void ipc_handshake(Plan::Impl& p, DeviceBackendState& s) {
     if (e.msg->method != Method::ipc) continue;
     IpcOffer& o = offers_out[i];
     if (e.devs.size() == 1) {
-      e.dev = static_cast<char*>(device_alloc(s, e.home, e.msg->bytes));
-      auto* flags = static_cast<std::uint32_t*>(device_alloc(s, e.home, 2 * kFlagBytes));
+      // The buffer and its flags in one allocation: one handle for the sender to map (two small
+      // allocations may share a driver block, which the driver maps only once per process).
+      const i64 at = (e.msg->bytes + kFlagBytes - 1) / kFlagBytes * kFlagBytes;
+      e.dev = static_cast<char*>(device_alloc(s, e.home, at + 2 * kFlagBytes));
+      auto* flags = reinterpret_cast<std::uint32_t*>(e.dev + at);
       std::vector<std::uint32_t> init(2 * kFlagBytes / 4, 0);
       init[kFlagBytes / 4] = 1;  // freed: the buffer starts free
       gpu::copy(flags, init.data(), 2 * kFlagBytes);
       e.ready = flags;
       e.freed = flags + kFlagBytes / 4;
       o.ok = transport::export_pointer(e.dev, &o.buffer) && transport::export_pointer(flags, &o.flags) ? 1 : 0;
+      if (!o.ok && ferry::detail::env::halo_verbose())
+        std::fprintf(stderr, "ferry halo: no IPC handle for a receive buffer from rank %d: staged\n", e.msg->peer);
     }
     reqs.emplace_back();
     MPI_Isend(&o, sizeof(IpcOffer), MPI_BYTE, e.msg->peer, 2, p.comm, &reqs.back());
@@ -141,6 +156,9 @@ void ipc_handshake(Plan::Impl& p, DeviceBackendState& s) {
       const int peer = world_rank(p.comm, e.msg->peer);
       e.lease = transport::ipc_cache().open(peer, o.buffer.base, o.buffer.id, o.buffer.handle);
       e.flag_lease = transport::ipc_cache().open(peer, o.flags.base, o.flags.id, o.flags.handle);
+      if ((!e.lease || !e.flag_lease) && ferry::detail::env::halo_verbose())
+        std::fprintf(stderr, "ferry halo: rank %d: the buffer of rank %d did not map here (%s, flags %s): staged\n",
+                     me, e.msg->peer, why(e.lease.status()), why(e.flag_lease.status()));
       if (e.lease && e.flag_lease) {
         e.remote = static_cast<char*>(e.lease.get()) + o.buffer.offset;
         auto* flags = reinterpret_cast<std::uint32_t*>(static_cast<char*>(e.flag_lease.get()) + o.flags.offset);

@@ -151,7 +151,8 @@ IpcCache::Lease IpcCache::open(int peer, std::uint64_t base, unsigned long long 
     return lease;
   }
   void* p = nullptr;
-  const Status st = open_(handle, &p);
+  Status st = open_(handle, &p);
+  if (st == Status::already_mapped && forget_unused_locked(peer)) st = open_(handle, &p);
   if (st == Status::failed || (st == Status::ok && p == nullptr)) {
     ++stats_.failures;  // not remembered: the cause may pass (peer access, memory pressure)
     lease.status_ = Status::failed;
@@ -179,6 +180,29 @@ IpcCache::Lease IpcCache::open(int peer, std::uint64_t base, unsigned long long 
   live_.emplace(key, std::move(m));
   evict_locked();
   return lease;
+}
+
+// The driver refused a handle of `peer` as "already mapped" while Ferry may hold the memory
+// itself: a mapping kept after its message, of an allocation the peer freed, whose memory (or the
+// driver's block it came from) the new allocation reuses at another address. Closes every unused
+// mapping of that peer (and forgets its remembered refusals); true if any was closed, and then the
+// open is worth one more try.
+bool IpcCache::forget_unused_locked(int peer) {
+  bool closed = false;
+  for (auto it = live_.begin(); it != live_.end();) {
+    Mapping& m = *it->second;
+    if (it->first.first != peer || m.users > 0) {
+      ++it;
+      continue;
+    }
+    if (m.ptr) {
+      close_(m.ptr);
+      ++stats_.closes;
+      closed = true;
+    }
+    it = live_.erase(it);
+  }
+  return closed;
 }
 
 // Closes the least recently used unused mappings while more than capacity_ are open (remembered
