@@ -128,7 +128,7 @@ class BarrierComms {
       dup = it->second;
       dups_.erase(it);
     }
-    PMPI_Comm_free(&dup);
+    MPI_Comm_free(&dup);  // Ferry's own entry: what Ferry's layers keep for the duplicate goes too
   }
 
  private:

@@ -96,7 +96,7 @@ struct Aggregation {
     PMPI_Finalized(&finalized);
     for (auto& l : leads)
       for (auto& [m, t] : l.from)
-        if (!finalized) PMPI_Type_free(&t);
+        if (!finalized) MPI_Type_free(&t);  // Ferry's entry: its translation goes too
   }
 };
 

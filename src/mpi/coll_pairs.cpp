@@ -227,8 +227,10 @@ struct Owned {
     int finalized = 0;
     PMPI_Finalized(&finalized);
     if (finalized) return;
-    for (auto& [app, mine] : types) PMPI_Type_free(&mine);
-    if (channel != MPI_COMM_NULL) PMPI_Comm_free(&channel);
+    // Ferry's own entries: what Ferry's layers keep for these handles goes with them (MPI may
+    // hand the same handles out again).
+    for (auto& [app, mine] : types) MPI_Type_free(&mine);
+    if (channel != MPI_COMM_NULL) MPI_Comm_free(&channel);
   }
 };
 

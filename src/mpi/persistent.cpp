@@ -22,13 +22,17 @@ struct Entry {
 
 class Table {
  public:
+  // An entry's arguments go after the lock: a persistent collective's plan frees its communicator
+  // and types through Ferry's entries, which look at this table (comm_freed).
   void add(MPI_Request r, Args a) {
+    Args gone;
     std::lock_guard lock(mutex_);
     // A handle MPI freed behind Ferry's back (a persistent request it freed on an error the
     // wait wrappers did not see) may come back: the old entry goes.
     if (auto old = entries_.find(r); old != entries_.end()) {
       if (old->second.inner != MPI_REQUEST_NULL) hot::stand_ins.fetch_sub(1);
       if (!old->second.args.recv) hot::remembered_sends.fetch_sub(1);
+      gone = std::move(old->second.args);
       entries_.erase(old);
       hot::remembered.fetch_sub(1);
     }
@@ -40,12 +44,14 @@ class Table {
   }
   // Removes `r`; its stand-in, if one is active, in *inner.
   bool remove(MPI_Request r, MPI_Request* inner) {
+    Args gone;
     std::lock_guard lock(mutex_);
     auto it = entries_.find(r);
     if (it == entries_.end()) return false;
     *inner = it->second.inner;
     if (it->second.inner != MPI_REQUEST_NULL) hot::stand_ins.fetch_sub(1);
     if (!it->second.args.recv) hot::remembered_sends.fetch_sub(1);
+    gone = std::move(it->second.args);
     entries_.erase(it);
     hot::remembered.fetch_sub(1);
     return true;
