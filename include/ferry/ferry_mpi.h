@@ -30,6 +30,10 @@ long ferry_mpi_collective_messages(void);
  * FERRY_AGGREGATE, one per ordered pair of nodes that exchange data in a persistent neighbourhood
  * collective, not one per block. */
 long ferry_mpi_collective_crossings(void);
+/* Persistent collective requests made as Ferry's stand-ins on host mirrors (the init calls of
+ * MPI-4 and Open MPI's MPIX_ with GPU memory at some process that Ferry's messages do not take:
+ * each start runs the non-blocking form through Ferry) rather than by the MPI's own init. */
+long ferry_mpi_persistent_standins(void);
 
 /* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
  * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).

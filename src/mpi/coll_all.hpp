@@ -5,12 +5,24 @@
 
 #include "mpi/coll.hpp"
 #include "mpi/coll_pairs.hpp"
+#include "mpi/coll_standin.hpp"
 
 namespace ferry::mpi_detail::coll {
 
 // The `request...` of a persistent init call.
 template <class... Req>
 inline constexpr bool persists = (std::is_same_v<Req, pairs::Persist> || ...);
+
+// A persistent init that Ferry's messages did not take: a stand-in on host mirrors where any
+// process has GPU memory in the call (coll_standin.hpp), else `fn`, the MPI's own init. `plan`
+// gives each start's call of Fn::start, Ferry's non-blocking entry.
+template <class Fn, class Send, class Recv, class Plan, class... Req>
+int persist(MPI_Comm comm, const Send& send, const Recv& recv, Fn fn, Plan plan, Req... request) noexcept {
+  return guard(comm, [&] {
+    const pairs::Persist p = (..., request);
+    return standin::make(comm, send.gpu() != nullptr || recv.gpu() != nullptr, p.request, fn, plan);
+  });
+}
 
 // The call as Ferry's own messages (coll_pairs.hpp) where they take it: `send_at(i)` and
 // `recv_at(j)` give the blocks to and from the i-th and j-th peer. -1 where they do not (the
@@ -77,10 +89,19 @@ template <class Fn, class... Req>
         request...);
     if (rc >= 0) return rc;
   }
-  if constexpr (persists<Req...>) {  // no mirrored persistent form: the MPI's own
-    return fn(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request...);
+  const i64 sent = each ? i64{sendcount} * d.out : d.out > 0 ? sendcount : 0;
+  if constexpr (persists<Req...>) {
+    return persist(
+        comm, Elems{sendbuf, sent, sendtype, Use::in},
+        Slots{{recvbuf, i64{recvcount} * d.in, recvtype, received(sendbuf)}, d.in, recvcount, d.cart},
+        [&] { return fn(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request...); },
+        [&](standin::Kept& k) -> standin::Start {
+          return [=, st = k.keep(sendtype), rt = k.keep(recvtype), c = k.comm()](MPI_Request* q) {
+            return Fn::start(sendbuf, sendcount, st, recvbuf, recvcount, rt, c, q);
+          };
+        },
+        request...);
   } else {
-    const i64 sent = each ? i64{sendcount} * d.out : d.out > 0 ? sendcount : 0;
     return exchange(
         comm, Elems{sendbuf, sent, sendtype, Use::in},
         Slots{
@@ -109,8 +130,16 @@ template <class Fn, class... Req>
     if (rc >= 0) return rc;
   }
   if constexpr (persists<Req...>) {
-    return fn(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
-              request...);
+    return persist(
+        comm, Elems{sendbuf, d.out > 0 ? sendcount : 0, sendtype, Use::in},
+        Blocks{recvbuf, d.in, recvcounts, displs, recvtype, received(sendbuf), d.cart},
+        [&] { return fn(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request...); },
+        [&](standin::Kept& k) -> standin::Start {
+          return [=, st = k.keep(sendtype), rt = k.keep(recvtype), c = k.comm()](MPI_Request* q) {
+            return Fn::start(sendbuf, sendcount, st, recvbuf, recvcounts, displs, rt, c, q);
+          };
+        },
+        request...);
   } else {
     return exchange(
         comm, Elems{sendbuf, d.out > 0 ? sendcount : 0, sendtype, Use::in},
@@ -142,8 +171,18 @@ template <class Fn, class... Req>
     if (rc >= 0) return rc;
   }
   if constexpr (persists<Req...>) {
-    return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-              request...);
+    return persist(
+        comm, Blocks{sendbuf, d.out, sendcounts, sdispls, sendtype, Use::in},
+        Blocks{recvbuf, d.in, recvcounts, rdispls, recvtype, received(sendbuf), d.cart},
+        [&] {
+          return fn(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request...);
+        },
+        [&](standin::Kept& k) -> standin::Start {
+          return [=, st = k.keep(sendtype), rt = k.keep(recvtype), c = k.comm()](MPI_Request* q) {
+            return Fn::start(sendbuf, sendcounts, sdispls, st, recvbuf, recvcounts, rdispls, rt, c, q);
+          };
+        },
+        request...);
   } else {
     return exchange(
         comm, Blocks{sendbuf, d.out, sendcounts, sdispls, sendtype, Use::in},
@@ -173,8 +212,21 @@ template <class Fn, class Disp, class... Req>
     if (rc >= 0) return rc;
   }
   if constexpr (persists<Req...>) {
-    return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
-              comm, request...);
+    return persist(
+        comm, Typed<Disp>{sendbuf, d.out, sendcounts, sdispls, sendtypes, Use::in},
+        Typed<Disp>{recvbuf, d.in, recvcounts, rdispls, recvtypes, received(sendbuf), d.cart},
+        [&] {
+          return fn(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                    request...);
+        },
+        [&](standin::Kept& k) -> standin::Start {
+          const MPI_Datatype* st = k.keep(sendtypes, sendbuf == MPI_IN_PLACE ? 0 : d.out);
+          const MPI_Datatype* rt = k.keep(recvtypes, d.in);
+          return [=, c = k.comm()](MPI_Request* q) {
+            return Fn::start(sendbuf, sendcounts, sdispls, st, recvbuf, recvcounts, rdispls, rt, c, q);
+          };
+        },
+        request...);
   } else {
     return exchange(
         comm, Typed<Disp>{sendbuf, d.out, sendcounts, sdispls, sendtypes, Use::in},

@@ -16,9 +16,11 @@
 namespace ferry::mpi_detail::coll {
 namespace {
 
-// The MPI's own init `Init`, called with a template's arguments, the last of them a Persist.
-template <auto Init>
+// The MPI's own init `Init`, called with a template's arguments, the last of them a Persist;
+// `Start`, Ferry's non-blocking entry that a stand-in on host mirrors runs (coll_standin.hpp).
+template <auto Init, auto Start>
 struct WithInfo {
+  static constexpr auto start = Start;
   template <class... A>
   int operator()(A... a) const {
     return call(std::make_tuple(a...), std::make_index_sequence<sizeof...(A) - 1>{});
@@ -46,21 +48,21 @@ using pairs::Persist;
   int P##_Alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc, MPI_Datatype rt,    \
                         MPI_Comm comm, MPI_Info info, MPI_Request* req) {                              \
     if (mpi_own()) return PP##_Alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req); \
-    return fan(WithInfo<PP##_Alltoall_init>{}, everyone(comm), true, sb, sc, st, rb, rc, rt, comm,    \
+    return fan(WithInfo<PP##_Alltoall_init, MPI_Ialltoall>{}, everyone(comm), true, sb, sc, st, rb, rc, rt, comm,    \
                Persist{info, req});                                                                    \
   }                                                                                                    \
   int P##_Neighbor_alltoall_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,            \
                                  MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {    \
     if (mpi_own())                                                         \
       return PP##_Neighbor_alltoall_init(sb, sc, st, rb, rc, rt, comm, info, req);                     \
-    return fan(WithInfo<PP##_Neighbor_alltoall_init>{}, neighbors(comm), true, sb, sc, st, rb, rc, rt, \
+    return fan(WithInfo<PP##_Neighbor_alltoall_init, MPI_Ineighbor_alltoall>{}, neighbors(comm), true, sb, sc, st, rb, rc, rt, \
                comm, Persist{info, req});                                                              \
   }                                                                                                    \
   int P##_Neighbor_allgather_init(const void* sb, int sc, MPI_Datatype st, void* rb, int rc,           \
                                   MPI_Datatype rt, MPI_Comm comm, MPI_Info info, MPI_Request* req) {   \
     if (mpi_own())                                                         \
       return PP##_Neighbor_allgather_init(sb, sc, st, rb, rc, rt, comm, info, req);                    \
-    return fan(WithInfo<PP##_Neighbor_allgather_init>{}, neighbors(comm), false, sb, sc, st, rb, rc,   \
+    return fan(WithInfo<PP##_Neighbor_allgather_init, MPI_Ineighbor_allgather>{}, neighbors(comm), false, sb, sc, st, rb, rc,   \
                rt, comm, Persist{info, req});                                                          \
   }                                                                                                    \
   int P##_Neighbor_allgatherv_init(const void* sb, int sc, MPI_Datatype st, void* rb, const int rcs[], \
@@ -68,7 +70,7 @@ using pairs::Persist;
                                    MPI_Request* req) {                                                 \
     if (mpi_own())                                                         \
       return PP##_Neighbor_allgatherv_init(sb, sc, st, rb, rcs, displs, rt, comm, info, req);          \
-    return allgatherv(WithInfo<PP##_Neighbor_allgatherv_init>{}, neighbors(comm), sb, sc, st, rb, rcs, \
+    return allgatherv(WithInfo<PP##_Neighbor_allgatherv_init, MPI_Ineighbor_allgatherv>{}, neighbors(comm), sb, sc, st, rb, rcs, \
                       displs, rt, comm, Persist{info, req});                                           \
   }                                                                                                    \
   int P##_Alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st, void* rb,  \
@@ -76,7 +78,7 @@ using pairs::Persist;
                          MPI_Info info, MPI_Request* req) {                                            \
     if (mpi_own())                                                         \
       return PP##_Alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);                 \
-    return alltoallv(WithInfo<PP##_Alltoallv_init>{}, everyone(comm), sb, scs, sds, st, rb, rcs, rds,  \
+    return alltoallv(WithInfo<PP##_Alltoallv_init, MPI_Ialltoallv>{}, everyone(comm), sb, scs, sds, st, rb, rcs, rds,  \
                      rt, comm, Persist{info, req});                                                    \
   }                                                                                                    \
   int P##_Neighbor_alltoallv_init(const void* sb, const int scs[], const int sds[], MPI_Datatype st,   \
@@ -84,14 +86,14 @@ using pairs::Persist;
                                   MPI_Comm comm, MPI_Info info, MPI_Request* req) {                    \
     if (mpi_own())                                                         \
       return PP##_Neighbor_alltoallv_init(sb, scs, sds, st, rb, rcs, rds, rt, comm, info, req);        \
-    return alltoallv(WithInfo<PP##_Neighbor_alltoallv_init>{}, neighbors(comm), sb, scs, sds, st, rb,  \
+    return alltoallv(WithInfo<PP##_Neighbor_alltoallv_init, MPI_Ineighbor_alltoallv>{}, neighbors(comm), sb, scs, sds, st, rb,  \
                      rcs, rds, rt, comm, Persist{info, req});                                          \
   }                                                                                                    \
   int P##_Alltoallw_init(const void* sb, const int scs[], const int sds[], const MPI_Datatype sts[],   \
                          void* rb, const int rcs[], const int rds[], const MPI_Datatype rts[],         \
                          MPI_Comm comm, MPI_Info info, MPI_Request* req) {                             \
     if (mpi_own()) return PP##_Alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req); \
-    return alltoallw(WithInfo<PP##_Alltoallw_init>{}, everyone(comm), sb, scs, sds, sts, rb, rcs, rds, \
+    return alltoallw(WithInfo<PP##_Alltoallw_init, MPI_Ialltoallw>{}, everyone(comm), sb, scs, sds, sts, rb, rcs, rds, \
                      rts, comm, Persist{info, req});                                                   \
   }                                                                                                    \
   int P##_Neighbor_alltoallw_init(const void* sb, const int scs[], const MPI_Aint sds[],               \
@@ -100,7 +102,7 @@ using pairs::Persist;
                                   MPI_Info info, MPI_Request* req) {                                   \
     if (mpi_own())                                                                       \
       return PP##_Neighbor_alltoallw_init(sb, scs, sds, sts, rb, rcs, rds, rts, comm, info, req);      \
-    return alltoallw(WithInfo<PP##_Neighbor_alltoallw_init>{}, neighbors(comm), sb, scs, sds, sts, rb, \
+    return alltoallw(WithInfo<PP##_Neighbor_alltoallw_init, MPI_Ineighbor_alltoallw>{}, neighbors(comm), sb, scs, sds, sts, rb, \
                      rcs, rds, rts, comm, Persist{info, req});                                         \
   }
 

@@ -16,6 +16,7 @@
 #include "mpi/boundary.hpp"
 #include "mpi/coll.hpp"
 #include "mpi/coll_pairs.hpp"
+#include "mpi/coll_standin.hpp"
 #include "mpi/persistent.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/typemap.hpp"
@@ -74,6 +75,7 @@ FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return transport::counters().
 FERRY_EXPORT long ferry_mpi_local_sent(void) { return transport::counters().local; }
 FERRY_EXPORT long ferry_mpi_collective_messages(void) { return coll::pairs::calls(); }
 FERRY_EXPORT long ferry_mpi_collective_crossings(void) { return coll::pairs::crossings(); }
+FERRY_EXPORT long ferry_mpi_persistent_standins(void) { return coll::standin::made(); }
 FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) {
   try {
     return transport::locality_name(peer, device);
