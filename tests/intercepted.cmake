@@ -6,7 +6,8 @@
 # strings.
 cmake_minimum_required(VERSION 3.24)
 # The collectives' catalogue (test_mpi_collectives*.hpp) is compiled into both suites.
-set(collectives test_mpi_collectives.cpp test_mpi_collectives.hpp test_mpi_collectives_cases.hpp)
+set(collectives test_mpi_collectives.cpp test_mpi_collectives.hpp test_mpi_collectives_cases.hpp
+                test_mpi_collectives_persistent.hpp)
 set(host_sources test_mpi_interposer.cpp ${collectives} test_mpi_protocol.cpp
                  test_mpi_protocol_more.cpp test_mpi_protocol.hpp test_mpi_modes.cpp
                  test_mpi_refused.cpp test_mpi_stream.cpp mpi_gtest_main.cpp mpi_plain.c

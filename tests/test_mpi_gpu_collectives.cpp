@@ -30,7 +30,11 @@ class DeviceMemory : public Memory {
     if (n) EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
     return v;
   }
+  void set(void* p, const std::vector<int>& v) override {
+    if (!v.empty()) EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  }
   void release(void* p) override { cudaFree(p); }
+  bool device() const override { return true; }
 };
 
 class GpuCollectives : public ::testing::Test {
