@@ -152,6 +152,40 @@ TEST(Collectives, MadeOfMessages) {
 // started three times with new data, every result checked by hand (on the world and on a periodic
 // ring, where the block sent down arrives in the slot from above); under FERRY_PROTOCOL_TEST each
 // start is made of Ferry's messages.
+// Processes that pass different kinds of memory to one collective (MPICH's test suite runs even
+// ranks on host and odd ranks on device memory) must still take the same path: the first call of
+// each kind on a communicator agrees. Here only the odd ranks "have GPU buffers"
+// (ferry_mpi_collective_wish), and every rank's MPI_Alltoall and MPI_Ialltoallv are then Ferry's
+// messages, with the right data; on a communicator where no rank wishes, none is.
+TEST(Collectives, MixedProcessesAgree) {
+  const auto [me, n] = place(MPI_COMM_WORLD);
+  for (const int odd_wish : {1, 0}) {
+    MPI_Comm comm;
+    ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);  // no agreement yet
+    ferry_mpi_collective_wish(me % 2 == 1 ? odd_wish : 0);
+    const long ours = odd_wish && n > 1 ? 1 : 0;
+    std::vector<int> send = initial(n, true), recv = initial(n, false);
+    long before = ferry_mpi_collective_messages();
+    ASSERT_EQ(MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm), MPI_SUCCESS);
+    EXPECT_EQ(ferry_mpi_collective_messages() - before, ours) << "MPI_Alltoall, odd ranks wish " << odd_wish;
+    for (int q = 0; q < n; ++q) EXPECT_EQ(recv[static_cast<std::size_t>(q)], sent_value(q, me)) << "from " << q;
+    // The next kind agrees at its own first call.
+    std::vector<int> ones(static_cast<std::size_t>(n), 1), at(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) at[static_cast<std::size_t>(i)] = i;
+    std::fill(recv.begin(), recv.end(), -1);
+    before = ferry_mpi_collective_messages();
+    MPI_Request r;
+    ASSERT_EQ(MPI_Ialltoallv(send.data(), ones.data(), at.data(), MPI_INT, recv.data(), ones.data(), at.data(),
+                             MPI_INT, comm, &r),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(ferry_mpi_collective_messages() - before, ours) << "MPI_Ialltoallv, odd ranks wish " << odd_wish;
+    for (int q = 0; q < n; ++q) EXPECT_EQ(recv[static_cast<std::size_t>(q)], sent_value(q, me)) << "from " << q;
+    ferry_mpi_collective_wish(-1);
+    MPI_Comm_free(&comm);
+  }
+}
+
 #if MPI_VERSION >= 4 || defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
 using FanInit = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Info, MPI_Request*);
 using GathervInit = int (*)(const void*, int, MPI_Datatype, void*, const int*, const int*, MPI_Datatype,

@@ -34,6 +34,11 @@ long ferry_mpi_collective_crossings(void);
  * MPI-4 and Open MPI's MPIX_ with GPU memory at some process that Ferry's messages do not take:
  * each start runs the non-blocking form through Ferry) rather than by the MPI's own init. */
 long ferry_mpi_persistent_standins(void);
+/* For tests: whether Ferry's messages should take MPI_Alltoall(v/w) and the neighbourhood
+ * collectives is agreed by every process of a communicator at the first call of each kind on it
+ * (any process with GPU buffers there: all take Ferry's messages). `wish` 1 or 0 makes this
+ * process take part as if its buffers were or were not GPU memory; -1 goes back to its buffers. */
+void ferry_mpi_collective_wish(int wish);
 
 /* Calls of a Fortran program that went through Ferry's own Fortran entries (Open MPI, whose
  * Fortran bindings call PMPI_* directly, so Ferry defines mpi_send_, mpi_send_f08_, ... itself).

@@ -1,5 +1,6 @@
 // What the collectives share (coll.hpp): buffer routes, roles, degrees; and MPI_Barrier.
 #include "mpi/coll.hpp"
+#include "mpi/coll_pairs.hpp"
 
 #include <map>
 #include <mutex>
@@ -159,7 +160,10 @@ BarrierComms& barrier_comms() {
 
 }  // namespace
 
-void forget(MPI_Comm comm) { barrier_comms().forget(comm); }
+void forget(MPI_Comm comm) {
+  barrier_comms().forget(comm);
+  pairs::forget(comm);
+}
 
 MPI_Comm private_comm(MPI_Comm comm) { return barrier_comms().get(comm); }
 

@@ -102,14 +102,14 @@ int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::alltoall)) return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   return fan(PMPI_Alltoall, everyone(comm), true, sendbuf, sendcount, sendtype, recvbuf, recvcount,
              recvtype, comm);
 }
 
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::alltoall)) return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   return fan(PMPI_Ialltoall, everyone(comm), true, sendbuf, sendcount, sendtype, recvbuf, recvcount,
              recvtype, comm, request);
 }
@@ -117,7 +117,7 @@ int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::alltoallv)) return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   return alltoallv(PMPI_Alltoallv, everyone(comm), sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                    recvcounts, rdispls, recvtype, comm);
 }
@@ -126,7 +126,7 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
                    MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                    MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::alltoallv)) return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
   return alltoallv(PMPI_Ialltoallv, everyone(comm), sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                    recvcounts, rdispls, recvtype, comm, request);
 }

@@ -30,8 +30,8 @@ int persist(MPI_Comm comm, const Send& send, const Recv& recv, Fn fn, Plan plan,
 // A persistent init is made by every process alike: they agree (one allreduce) that all can
 // and one wants.
 template <class SendAt, class RecvAt, class... Req>
-int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void* recvbuf, SendAt send_at,
-             RecvAt recv_at, Req... request) noexcept {
+int by_pairs(pairs::Call call, MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void* recvbuf,
+             SendAt send_at, RecvAt recv_at, Req... request) noexcept {
   return guard(comm, [&]() -> int {
     pairs::Plan plan;
     const bool can = pairs::plan(comm, neighbourhood, sendbuf, recvbuf, send_at, recv_at, &plan);
@@ -47,7 +47,8 @@ int by_pairs(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void*
       if (all[0] != 0 || all[1] == 0) return -1;
       return pairs::init(comm, std::move(plan), (..., request).request);
     } else {
-      if (!can || !plan.wanted) return -1;
+      // Every process agrees (pairs::agreed; not in place, where the MPI's own takes it anyway).
+      if (sendbuf == MPI_IN_PLACE || !pairs::agreed(comm, call, can && plan.wanted) || !can) return -1;
       MPI_Request* req = nullptr;
       if constexpr (sizeof...(Req) > 0) req = (..., request);
       return pairs::run(comm, plan, req);
@@ -77,8 +78,10 @@ template <class Fn, class... Req>
                           MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
   if (each || d.neighbourhood) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
+    using C = pairs::Call;
+    const C call = !each ? C::neighbor_allgather : d.neighbourhood ? C::neighbor_alltoall : C::alltoall;
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf, recvbuf,
+        call, comm, d.neighbourhood, sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, each ? static_cast<i64>(i) * sendcount * se : 0, sendcount,
                               sendtype);
@@ -121,7 +124,7 @@ template <class Fn, class... Req>
   if (d.neighbourhood && recvcounts && displs) {
     const i64 re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, true, sendbuf, recvbuf,
+        pairs::Call::neighbor_allgatherv, comm, true, sendbuf, recvbuf,
         [&](std::size_t) { return pairs::block(sendbuf, 0, sendcount, sendtype); },
         [&](std::size_t j) {
           return pairs::block(recvbuf, displs[j] * re, recvcounts[j], recvtype);
@@ -160,7 +163,8 @@ template <class Fn, class... Req>
   if (sendcounts && sdispls && recvcounts && rdispls) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf, recvbuf,
+        d.neighbourhood ? pairs::Call::neighbor_alltoallv : pairs::Call::alltoallv, comm, d.neighbourhood,
+        sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, sdispls[i] * se, sendcounts[i], sendtype);
         },
@@ -201,7 +205,8 @@ template <class Fn, class Disp, class... Req>
                                 const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
   if (sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes) {
     const int rc = by_pairs(
-        comm, d.neighbourhood, sendbuf, recvbuf,
+        d.neighbourhood ? pairs::Call::neighbor_alltoallw : pairs::Call::alltoallw, comm, d.neighbourhood,
+        sendbuf, recvbuf,
         [&](std::size_t i) {
           return pairs::block(sendbuf, sdispls[i], sendcounts[i], sendtypes[i]);
         },

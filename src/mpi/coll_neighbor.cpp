@@ -9,7 +9,7 @@ extern "C" {
 
 int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_allgather)) return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   return fan(PMPI_Neighbor_allgather, neighbors(comm), false, sendbuf, sendcount, sendtype, recvbuf,
              recvcount, recvtype, comm);
 }
@@ -17,7 +17,7 @@ int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype send
 int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                             void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                             MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_allgather)) return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   return fan(PMPI_Ineighbor_allgather, neighbors(comm), false, sendbuf, sendcount, sendtype,
              recvbuf, recvcount, recvtype, comm, request);
 }
@@ -25,7 +25,7 @@ int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sen
 int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                             void* recvbuf, const int recvcounts[], const int displs[],
                             MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_allgatherv)) return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
   return allgatherv(PMPI_Neighbor_allgatherv, neighbors(comm), sendbuf, sendcount, sendtype,
                     recvbuf, recvcounts, displs, recvtype, comm);
 }
@@ -33,14 +33,14 @@ int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sen
 int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                              void* recvbuf, const int recvcounts[], const int displs[],
                              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_allgatherv)) return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
   return allgatherv(PMPI_Ineighbor_allgatherv, neighbors(comm), sendbuf, sendcount, sendtype,
                     recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
 int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoall)) return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   return fan(PMPI_Neighbor_alltoall, neighbors(comm), true, sendbuf, sendcount, sendtype, recvbuf,
              recvcount, recvtype, comm);
 }
@@ -48,7 +48,7 @@ int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendt
 int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                            MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoall)) return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
   return fan(PMPI_Ineighbor_alltoall, neighbors(comm), true, sendbuf, sendcount, sendtype, recvbuf,
              recvcount, recvtype, comm, request);
 }
@@ -56,7 +56,7 @@ int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype send
 int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                            MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoallv)) return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
   return alltoallv(PMPI_Neighbor_alltoallv, neighbors(comm), sendbuf, sendcounts, sdispls, sendtype,
                    recvbuf, recvcounts, rdispls, recvtype, comm);
 }
@@ -65,7 +65,7 @@ int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts[], const i
                             MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                             const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                             MPI_Request* request) {
-  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype)) return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+  if (hot::plain_collective(sendbuf, sendtype, recvbuf, recvtype) && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoallv)) return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
   return alltoallv(PMPI_Ineighbor_alltoallv, neighbors(comm), sendbuf, sendcounts, sdispls,
                    sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
 }
@@ -74,7 +74,7 @@ int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MP
                            const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
                            MPI_Comm comm) {
-  if (hot::plain_collective()) return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+  if (hot::plain_collective() && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoallw)) return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
   return alltoallw(PMPI_Neighbor_alltoallw, neighbors(comm), sendbuf, sendcounts, sdispls,
                    sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
 }
@@ -83,7 +83,7 @@ int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const M
                             const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                             const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                             MPI_Request* request) {
-  if (hot::plain_collective()) return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
+  if (hot::plain_collective() && pairs::mpi_takes(comm, sendbuf, pairs::Call::neighbor_alltoallw)) return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
   return alltoallw(PMPI_Ineighbor_alltoallw, neighbors(comm), sendbuf, sendcounts, sdispls,
                    sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
 }

@@ -1,9 +1,11 @@
 // Collectives made of Ferry's point-to-point messages (coll_pairs.hpp).
 #include "mpi/coll_pairs.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "mpi/p2p.hpp"
 #include "mpi/persistent.hpp"
@@ -134,6 +136,84 @@ bool peers(MPI_Comm comm, bool neighbourhood, Peers* p) {
   p->out_tag.assign(p->out.size(), kTagBase);
   p->in_tag.assign(p->in.size(), kTagBase);
   return true;
+}
+
+namespace {
+
+// The agreements (agreed()), and a thread's last answer, valid while no communicator was freed
+// since (its handle may come back).
+struct Agreements {
+  std::mutex mutex;
+  std::map<std::pair<MPI_Comm, int>, bool> by;
+  std::atomic<unsigned> generation{1};
+};
+Agreements& agreements() {
+  static auto* a = new Agreements();
+  return *a;
+}
+struct Last {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int call = -1;
+  unsigned generation = 0;
+  bool native = false;
+};
+thread_local Last last;
+
+// Whether any process of `comm` has `mine` set; across an intercommunicator, where an allreduce
+// gives each group the other's answer, a second round gives both the whole one.
+bool any_process(MPI_Comm comm, bool mine) {
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return false;
+  int in = mine ? 1 : 0, out = 0;
+  ServeWhileBlocked serving;  // senders of pending stubs may wait for them before they get here
+  for (int round = 0; round < (inter ? 2 : 1); ++round) {
+    if (PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) return false;
+    in = std::max(in, out);
+  }
+  return out != 0;
+}
+
+}  // namespace
+
+namespace {
+std::atomic<int> wish{-1};  // ferry_mpi_collective_wish
+}  // namespace
+
+bool agreed(MPI_Comm comm, Call call, bool mine) {
+  static const bool on = env::flag(env::Knob::native_collectives);
+  const int f = forced.load(std::memory_order_relaxed);
+  if (f >= 0) return f == 1;
+  const int w = wish.load(std::memory_order_relaxed);
+  if (!on || comm == MPI_COMM_NULL || (w < 0 && !hot::gpu && !hot::host_sends)) return false;
+  if (w >= 0) mine = w == 1;
+  else if (hot::host_sends) return true;  // the protocol test: host buffers too, at every process
+  Agreements& a = agreements();
+  const unsigned g = a.generation.load(std::memory_order_acquire);
+  const int c = static_cast<int>(call);
+  if (last.comm == comm && last.call == c && last.generation == g) return last.native;
+  bool native = false;
+  bool known = false;
+  {
+    std::lock_guard lock(a.mutex);
+    auto it = a.by.find({comm, c});
+    if (it != a.by.end()) native = it->second, known = true;
+  }
+  if (!known) {
+    native = any_process(comm, mine);
+    std::lock_guard lock(a.mutex);
+    a.by[{comm, c}] = native;
+  }
+  last = {comm, c, g, native};
+  return native;
+}
+
+void set_wish(int w) { wish.store(w); }
+
+void forget(MPI_Comm comm) {
+  Agreements& a = agreements();
+  std::lock_guard lock(a.mutex);
+  for (auto it = a.by.begin(); it != a.by.end();) it = it->first.first == comm ? a.by.erase(it) : std::next(it);
+  a.generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv) {

@@ -57,6 +57,28 @@ inline bool empty(const Block& b) { return b.count == 0 || type_size(b.type) == 
 // persistent inits agree explicitly (coll_all.hpp, by_pairs).
 bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv);
 
+// The calls Ferry's messages may take.
+enum class Call { alltoall, alltoallv, alltoallw, neighbor_alltoall, neighbor_alltoallv, neighbor_alltoallw,
+                  neighbor_allgather, neighbor_allgatherv };
+// Whether `call` on `comm` goes as Ferry's messages at every process. Processes may pass GPU
+// memory at some and host memory at others (MPICH's test suite does: even ranks host, odd ranks
+// device), and the two paths do not meet: so the first call of each kind on a communicator (not in
+// place) agrees, every process taking part, whether any process wants Ferry's messages (`mine`),
+// and later calls of that kind follow the agreement (host buffers then travel as Ferry's messages
+// too; GPU buffers after an agreement against them take the host mirrors). Without a GPU, under
+// FERRY_PROTOCOL_TEST, FERRY_NATIVE_COLLECTIVES=0 or a forced choice no agreement is needed.
+// A thread's last answer is kept: a host call pays a comparison once the kind is agreed.
+bool agreed(MPI_Comm comm, Call call, bool mine);
+// The host fast path of an entry: true where the MPI's own call takes it at every process.
+inline bool mpi_takes(MPI_Comm comm, const void* sendbuf, Call call) {
+  return sendbuf == MPI_IN_PLACE || !agreed(comm, call, false);
+}
+// MPI_Comm_free: the communicator's agreements go.
+void forget(MPI_Comm comm);
+// Tests (ferry_mpi_collective_wish): this process's part in the next agreements, as if its buffers
+// were (1) or were not (0) GPU memory; -1: its buffers say.
+void set_wish(int wish);
+
 // A call's peers and blocks. A persistent one has its own duplicate of the communicator for its
 // messages (`channel`: MPI lets persistent collectives start in different orders on different
 // processes, so they must not share tags) and its own duplicates of the application's derived
