@@ -214,6 +214,30 @@ TEST(Canonical, RegularIndexedIsAVector) {
   EXPECT_TRUE(ferry::equal(ta.root(), tb.root()));
 }
 
+// Found by the random-type test (seed 1327106069): a type and the same type wrapped in an indexed
+// type with one more, zero-length, block canonicalized apart. Two equal streams that continue each
+// other became a stream of two streams in one description and one longer stream in the other, and
+// their neighbours were grouped around that difference before a later pass flattened it.
+TEST(Canonical, ContinuingStreamsMergeAloneOrWrapped) {
+  MPI_Datatype inner, resized, elem, t, wrapped;
+  MPI_Type_vector(4, 1, 2, MPI_PACKED, &inner);
+  MPI_Type_create_resized(inner, 0, 8, &resized);
+  MPI_Type_vector(10, 3, 2, resized, &elem);
+  int lens[7] = {2, 1, 2, 2, 4, 1, 3}, disps[7] = {-16, -13, -9, -7, -4, 3, 4};
+  MPI_Type_indexed(7, lens, disps, elem, &t);
+  int wlens[2] = {1, 0}, wdisps[2] = {0, 5};
+  MPI_Type_indexed(2, wlens, wdisps, t, &wrapped);
+  MPI_Type_free(&inner);
+  MPI_Type_free(&resized);
+  MPI_Type_free(&elem);
+  MPI_Type_commit(&t);
+  const ferry::Type plain = ferry::translate(t);
+  const ferry::Type wrap = take(wrapped);
+  MPI_Type_free(&t);
+  EXPECT_TRUE(ferry::equal(plain.root(), wrap.root()))
+      << "alone:\n" << ferry::to_string(plain.root()) << "wrapped:\n" << ferry::to_string(wrap.root());
+}
+
 TEST(Canonical, NegativeStrideKeepsTypeMapOrder) {
   MPI_Datatype t;
   MPI_Type_create_hvector(3, 1, -16, MPI_INT, &t);

@@ -91,6 +91,21 @@ class Pass {
       a.unit = make_dense(0, u.size + v.size);
       return true;
     }
+    // A stream continued by more of its elements, or by another stream of them. Before the
+    // rule for equal entries: two equal streams that continue each other are one longer stream
+    // now, not a stream of two streams that a later pass flattens, by when its neighbours may
+    // have been grouped differently (equivalent descriptions would canonicalize apart).
+    if (a.reps == 1 && u.kind == NodeKind::stream && u.off == 0 && b.disp == a.disp + u.count * u.stride) {
+      if (equal(u.child, b.unit)) {
+        a.unit = make_stream(0, u.count + 1, u.stride, u.child);
+        return true;
+      }
+      if (v.kind == NodeKind::stream && v.off == 0 && v.stride == u.stride &&
+          equal(u.child, v.child)) {
+        a.unit = make_stream(0, u.count + v.count, u.stride, u.child);
+        return true;
+      }
+    }
     // Equal entries at a constant step.
     if (equal(a.unit, b.unit)) {
       if (a.reps == 1) {
@@ -103,18 +118,6 @@ class Pass {
       return true;
     }
     if (a.reps != 1) return false;
-    // A stream continued by more of its elements, or by another stream of them.
-    if (u.kind == NodeKind::stream && u.off == 0 && b.disp == a.disp + u.count * u.stride) {
-      if (equal(u.child, b.unit)) {
-        a.unit = make_stream(0, u.count + 1, u.stride, u.child);
-        return true;
-      }
-      if (v.kind == NodeKind::stream && v.off == 0 && v.stride == u.stride &&
-          equal(u.child, v.child)) {
-        a.unit = make_stream(0, u.count + v.count, u.stride, u.child);
-        return true;
-      }
-    }
     // One element followed by a stream of the same elements.
     if (v.kind == NodeKind::stream && v.off == 0 && b.disp - a.disp == v.stride &&
         equal(a.unit, v.child)) {
