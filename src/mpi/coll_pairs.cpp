@@ -179,31 +179,39 @@ namespace {
 std::atomic<int> wish{-1};  // ferry_mpi_collective_wish
 }  // namespace
 
-bool agreed(MPI_Comm comm, Call call, bool mine) {
+int choice(MPI_Comm comm, Call call) noexcept {
   static const bool on = env::flag(env::Knob::native_collectives);
   const int f = forced.load(std::memory_order_relaxed);
-  if (f >= 0) return f == 1;
+  if (f >= 0) return f == 1 ? 1 : 0;
   const int w = wish.load(std::memory_order_relaxed);
-  if (!on || comm == MPI_COMM_NULL || (w < 0 && !hot::gpu && !hot::host_sends)) return false;
-  if (w >= 0) mine = w == 1;
-  else if (hot::host_sends) return true;  // the protocol test: host buffers too, at every process
+  if (!on || comm == MPI_COMM_NULL || (w < 0 && !hot::gpu && !hot::host_sends)) return 0;
+  if (w < 0 && hot::host_sends) return 1;  // the protocol test: host buffers too, at every process
   Agreements& a = agreements();
   const unsigned g = a.generation.load(std::memory_order_acquire);
   const int c = static_cast<int>(call);
-  if (last.comm == comm && last.call == c && last.generation == g) return last.native;
-  bool native = false;
-  bool known = false;
-  {
+  if (last.comm == comm && last.call == c && last.generation == g) return last.native ? 1 : 0;
+  try {
     std::lock_guard lock(a.mutex);
     auto it = a.by.find({comm, c});
-    if (it != a.by.end()) native = it->second, known = true;
+    if (it == a.by.end()) return -1;
+    last = {comm, c, g, it->second};
+    return it->second ? 1 : 0;
+  } catch (...) {
+    return -1;
   }
-  if (!known) {
-    native = any_process(comm, mine);
-    std::lock_guard lock(a.mutex);
-    a.by[{comm, c}] = native;
-  }
-  last = {comm, c, g, native};
+}
+
+bool agreed(MPI_Comm comm, Call call, bool mine) {
+  const int known = choice(comm, call);
+  if (known >= 0) return known == 1;
+  const int w = wish.load(std::memory_order_relaxed);
+  if (w >= 0) mine = w == 1;
+  Agreements& a = agreements();
+  const unsigned g = a.generation.load(std::memory_order_acquire);
+  const bool native = any_process(comm, mine);
+  std::lock_guard lock(a.mutex);
+  a.by[{comm, static_cast<int>(call)}] = native;
+  last = {comm, static_cast<int>(call), g, native};
   return native;
 }
 

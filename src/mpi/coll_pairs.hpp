@@ -69,9 +69,13 @@ enum class Call { alltoall, alltoallv, alltoallw, neighbor_alltoall, neighbor_al
 // FERRY_PROTOCOL_TEST, FERRY_NATIVE_COLLECTIVES=0 or a forced choice no agreement is needed.
 // A thread's last answer is kept: a host call pays a comparison once the kind is agreed.
 bool agreed(MPI_Comm comm, Call call, bool mine);
-// The host fast path of an entry: true where the MPI's own call takes it at every process.
+// What agreed() would answer without agreeing: 0 the MPI's collective, 1 Ferry's messages, -1 not
+// agreed yet. Never throws.
+int choice(MPI_Comm comm, Call call) noexcept;
+// The host fast path of an entry: true where the MPI's own call takes it at every process. A call
+// of a kind not agreed yet on the communicator goes on to the entry's boundary, which agrees.
 inline bool mpi_takes(MPI_Comm comm, const void* sendbuf, Call call) {
-  return sendbuf == MPI_IN_PLACE || !agreed(comm, call, false);
+  return sendbuf == MPI_IN_PLACE || choice(comm, call) == 0;
 }
 // MPI_Comm_free: the communicator's agreements go.
 void forget(MPI_Comm comm);
