@@ -158,9 +158,10 @@ struct Last {
   bool native = false;
 };
 thread_local Last last;
+std::atomic<int> wish{-1};  // ferry_mpi_collective_wish
 
-// Whether any process of `comm` has `mine` set; across an intercommunicator, where an allreduce
-// gives each group the other's answer, a second round gives both the whole one.
+}  // namespace
+
 bool any_process(MPI_Comm comm, bool mine) {
   int inter = 0;
   if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) return false;
@@ -172,12 +173,6 @@ bool any_process(MPI_Comm comm, bool mine) {
   }
   return out != 0;
 }
-
-}  // namespace
-
-namespace {
-std::atomic<int> wish{-1};  // ferry_mpi_collective_wish
-}  // namespace
 
 int choice(MPI_Comm comm, Call call) noexcept {
   static const bool on = env::flag(env::Knob::native_collectives);

@@ -57,6 +57,11 @@ inline bool empty(const Block& b) { return b.count == 0 || type_size(b.type) == 
 // persistent inits agree explicitly (coll_all.hpp, by_pairs).
 bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, const Block& first_recv);
 
+// Whether any process of `comm` has `mine` set (false also when the MPI fails to say), serving
+// meanwhile; across an intercommunicator, where an allreduce gives each group the other's answer,
+// a second round gives both the whole one.
+bool any_process(MPI_Comm comm, bool mine);
+
 // The calls Ferry's messages may take.
 enum class Call { alltoall, alltoallv, alltoallw, neighbor_alltoall, neighbor_alltoallv, neighbor_alltoallw,
                   neighbor_allgather, neighbor_allgatherv };

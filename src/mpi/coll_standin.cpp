@@ -5,10 +5,10 @@
 // pcollreq). MPI_Barrier_init has no buffer: the MPI's own.
 #include "mpi/coll_standin.hpp"
 
-#include <algorithm>
 #include <atomic>
 
 #include "mpi/coll.hpp"
+#include "mpi/coll_pairs.hpp"
 #include "mpi/persistent.hpp"
 
 #if __has_include(<mpi-ext.h>)
@@ -19,22 +19,6 @@ namespace ferry::mpi_detail::coll::standin {
 namespace {
 
 std::atomic<long> count{0};
-
-// Every process of `comm` learns whether any has `mine` set. Across an intercommunicator an
-// allreduce gives each group the other's: a second round, each adding what it learnt, gives both
-// the whole answer.
-bool anywhere(MPI_Comm comm, bool mine) {
-  int inter = 0;
-  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) throw ferry::Error(MPI_ERR_COMM, "a persistent collective's communicator");
-  int in = mine ? 1 : 0, out = 0;
-  ServeWhileBlocked serving;  // senders of pending stubs may wait for them before they reach the init
-  for (int round = 0; round < (inter ? 2 : 1); ++round) {
-    if (PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
-      throw ferry::Error(MPI_ERR_INTERN, "a persistent collective's agreement");
-    in = std::max(in, out);
-  }
-  return out != 0;
-}
 
 }  // namespace
 
@@ -71,7 +55,7 @@ const MPI_Datatype* Kept::keep(const MPI_Datatype* types, int n) {
 int make(MPI_Comm comm, bool gpu_here, MPI_Request* request, const std::function<int()>& own,
          const std::function<Start(Kept&)>& plan) {
   if (comm == MPI_COMM_NULL || !request) return own();  // the MPI says what is wrong
-  if (!anywhere(comm, gpu_here || hot::host_sends)) return own();
+  if (!pairs::any_process(comm, gpu_here || hot::host_sends)) return own();
   auto kept = std::make_shared<Kept>();
   MPI_Request r = MPI_REQUEST_NULL;
   if (PMPI_Comm_idup(comm, &kept->comm_, &r) != MPI_SUCCESS || wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
