@@ -7,8 +7,8 @@
 #include <memory>
 #include <mutex>
 
+#include "mpi/coll_standin.hpp"
 #include "mpi/p2p.hpp"
-#include "mpi/persistent.hpp"
 #include "sys/env.hpp"
 
 namespace ferry::mpi_detail::coll::pairs {
@@ -300,61 +300,20 @@ int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
   return finish(post(comm, plan), request);
 }
 
-namespace {
-
-// What a persistent plan owns: its communicator and its duplicates of the application's types.
-struct Owned {
-  MPI_Comm channel = MPI_COMM_NULL;
-  std::map<MPI_Datatype, MPI_Datatype> types;  // the application's, and Ferry's duplicate
-  ~Owned() {
-    int finalized = 0;
-    PMPI_Finalized(&finalized);
-    if (finalized) return;
-    // Ferry's own entries: what Ferry's layers keep for these handles goes with them (MPI may
-    // hand the same handles out again).
-    for (auto& [app, mine] : types) MPI_Type_free(&mine);
-    if (channel != MPI_COMM_NULL) MPI_Comm_free(&channel);
-  }
-};
-
-MPI_Datatype own(Owned& o, MPI_Datatype t) {
-  int ints = 0, addrs = 0, types = 0, combiner = MPI_COMBINER_NAMED;
-  if (t == MPI_DATATYPE_NULL || PMPI_Type_get_envelope(t, &ints, &addrs, &types, &combiner) != MPI_SUCCESS ||
-      combiner == MPI_COMBINER_NAMED)
-    return t;
-  auto it = o.types.find(t);
-  if (it != o.types.end()) return it->second;
-  MPI_Datatype d = MPI_DATATYPE_NULL;
-  if (PMPI_Type_dup(t, &d) != MPI_SUCCESS) throw ferry::Error(MPI_ERR_TYPE, "a persistent collective's type");
-  o.types[t] = d;
-  return d;
-}
-
-}  // namespace
-
 int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
-  auto owned = std::make_shared<Owned>();
+  // The plan's own communicator (persistent collectives may start in different orders on
+  // different processes: they must not share tags) and duplicates of the application's types.
+  auto kept = std::make_shared<standin::Kept>();
   for (auto* side : {&plan.sends, &plan.recvs})
-    for (Block& b : *side) b.type = own(*owned, b.type);
-  // Its own communicator, now, while every process makes the (collective) init call; serving
-  // meanwhile, as Ferry's barrier does.
-  MPI_Request r = MPI_REQUEST_NULL;
-  if (PMPI_Comm_idup(comm, &owned->channel, &r) != MPI_SUCCESS || wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-    throw ferry::Error(MPI_ERR_INTERN, "no communicator for a persistent collective");
-  plan.channel = owned->channel;
-  plan.owned = owned;
+    for (Block& b : *side) b.type = kept->keep(b.type);
+  kept->duplicate(comm);
+  plan.channel = kept->comm();
+  plan.owned = kept;
   // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
   std::shared_ptr<const Aggregation> agg = plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
-  const int rc = PMPI_Send_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
-  if (rc != MPI_SUCCESS) return rc;
-  persistent::forget(*request);
-  persistent::Args a;
-  a.comm = comm;
-  a.collective = [comm, plan = std::move(plan), agg](MPI_Request* started) {
+  return standin::install(comm, request, [comm, plan = std::move(plan), agg](MPI_Request* started) {
     return finish(agg ? post(comm, agg) : post(comm, plan), started);
-  };
-  persistent::remember(*request, std::move(a));
-  return MPI_SUCCESS;
+  });
 }
 
 }  // namespace ferry::mpi_detail::coll::pairs

@@ -52,24 +52,33 @@ const MPI_Datatype* Kept::keep(const MPI_Datatype* types, int n) {
   return arrays_.back().get();
 }
 
-int make(MPI_Comm comm, bool gpu_here, MPI_Request* request, const std::function<int()>& own,
-         const std::function<Start(Kept&)>& plan) {
-  if (comm == MPI_COMM_NULL || !request) return own();  // the MPI says what is wrong
-  if (!pairs::any_process(comm, gpu_here || hot::host_sends)) return own();
-  auto kept = std::make_shared<Kept>();
+void Kept::duplicate(MPI_Comm comm) {
   MPI_Request r = MPI_REQUEST_NULL;
-  if (PMPI_Comm_idup(comm, &kept->comm_, &r) != MPI_SUCCESS || wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+  if (PMPI_Comm_idup(comm, &comm_, &r) != MPI_SUCCESS || wait_serving(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
     throw ferry::Error(MPI_ERR_INTERN, "no communicator for a persistent collective");
-  Start start = plan(*kept);
+}
+
+int install(MPI_Comm comm, MPI_Request* request, Start start) {
   const int rc = PMPI_Send_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
   if (rc != MPI_SUCCESS) return rc;
   persistent::forget(*request);
   persistent::Args a;
   a.comm = comm;
-  a.collective = [kept, start = std::move(start)](MPI_Request* started) { return start(started); };
+  a.collective = std::move(start);
   persistent::remember(*request, std::move(a));
-  count.fetch_add(1);
   return MPI_SUCCESS;
+}
+
+int make(MPI_Comm comm, bool gpu_here, MPI_Request* request, const std::function<int()>& own,
+         const std::function<Start(Kept&)>& plan) {
+  if (comm == MPI_COMM_NULL || !request) return own();  // the MPI says what is wrong
+  if (!pairs::any_process(comm, gpu_here || hot::host_sends)) return own();
+  auto kept = std::make_shared<Kept>();
+  kept->duplicate(comm);
+  Start start = plan(*kept);
+  const int rc = install(comm, request, [kept, start = std::move(start)](MPI_Request* started) { return start(started); });
+  if (rc == MPI_SUCCESS) count.fetch_add(1);
+  return rc;
 }
 
 long made() { return count.load(); }

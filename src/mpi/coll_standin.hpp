@@ -32,10 +32,11 @@ class Kept {
   MPI_Datatype keep(MPI_Datatype type);
   // The same for `n` types; the array lives as long as this.
   const MPI_Datatype* keep(const MPI_Datatype* types, int n);
+  // Makes comm() a private duplicate of `comm`, serving meanwhile. Collective over `comm` (while
+  // every process makes the init call); throws ferry::Error.
+  void duplicate(MPI_Comm comm);
 
  private:
-  friend int make(MPI_Comm, bool, MPI_Request*, const std::function<int()>&,
-                  const std::function<std::function<int(MPI_Request*)>(Kept&)>&);
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::map<MPI_Datatype, MPI_Datatype> types_;
   std::vector<std::unique_ptr<MPI_Datatype[]>> arrays_;
@@ -50,6 +51,9 @@ using Start = std::function<int(MPI_Request*)>;
 // given), and `*request` becomes a stand-in that runs it. Throws ferry::Error.
 int make(MPI_Comm comm, bool gpu_here, MPI_Request* request, const std::function<int()>& own,
          const std::function<Start(Kept&)>& plan);
+
+// Makes `*request` a persistent request of `comm` whose every MPI_Start runs `start` (persistent.hpp).
+int install(MPI_Comm comm, MPI_Request* request, Start start);
 
 // Stand-ins made so far (ferry_mpi_persistent_standins).
 long made();
