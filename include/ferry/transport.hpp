@@ -531,7 +531,41 @@ std::unique_ptr<Outgoing> send(const Route& r, Mode mode, int dest, int tag, MPI
 // into the target now (`received`: the bytes that arrived, in staging, or null when they arrived
 // in the target itself), the sender answered and the status fixed; returns true and sets *rc
 // (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit).
-bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc);
+//
+// With `batch`, a receive that moves its data with one copy or kernel (IPC, local) leaves its wait
+// for the GPU, and the acknowledgement that follows it, to the batch: the stubs that arrive
+// together then cost one host-waited GPU operation, not one each. The data is in place, and *rc
+// final, only once the batch has settled.
+class ReceiveBatch;
+bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc,
+             ReceiveBatch* batch = nullptr);
+
+// Receives whose copies are queued and whose senders are not answered yet (see receive()).
+class ReceiveBatch {
+ public:
+  ReceiveBatch();
+  ~ReceiveBatch();  // settles
+  ReceiveBatch(const ReceiveBatch&) = delete;
+  ReceiveBatch& operator=(const ReceiveBatch&) = delete;
+  // Waits once for every stream with queued copies, then answers their senders (whatever the wait
+  // said: a sender must never wait for ever) and lets their mappings go. Returns MPI_SUCCESS, or
+  // the error class of a failed wait; a later settle() returns it again.
+  int settle() noexcept;
+  // Receives queued since the batch began (a receive() that added to it was deferred).
+  std::size_t size() const { return queued_; }
+  // FERRY_BATCH_RECEIVE.
+  static bool enabled();
+
+  struct Held;  // one deferred receive: its acknowledgement and its mapping (receive.cpp)
+  void add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy);
+
+ private:
+  std::vector<std::unique_ptr<Held>> held_;
+  std::vector<gpu::Stream> streams_;
+  bool legacy_ = false;
+  std::size_t queued_ = 0;
+  int rc_ = MPI_SUCCESS;
+};
 // True when `received` (kStubBytes from `st`'s source) is a stub: the size of its message in *bytes.
 bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes);
 

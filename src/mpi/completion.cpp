@@ -14,6 +14,18 @@ namespace {
 // call's result, MPI_ERR_IN_STATUS when finishing one failed (its status says).
 int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone, MPI_Status* st,
                  bool indexed_status, int rc) {
+  if (ndone > 1 && hot::stubs.load(std::memory_order_acquire) > 0) {
+    // Stub receives among them fetch their data together: one wait for the GPU, not one each.
+    std::vector<Requests::Arrived> arrived;
+    for (int k = 0; k < ndone; ++k) {
+      const int i = done ? done[k] : k;
+      const MPI_Status& s = st[indexed_status ? i : k];
+      if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
+      if (rc == MPI_ERR_IN_STATUS && s.MPI_ERROR != MPI_SUCCESS) continue;
+      arrived.push_back({orig[static_cast<std::size_t>(i)], 0, s});
+    }
+    if (arrived.size() > 1) requests().fetch_stubs(arrived);
+  }
   for (int k = 0; k < ndone; ++k) {
     const int i = done ? done[k] : k;
     if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;

@@ -40,6 +40,61 @@ void Requests::complete_detached(MPI_Request r) {
   hot::detached.fetch_sub(1);
 }
 
+void Requests::fetch_stubs(std::vector<Arrived>& arrived) {
+  std::unique_lock stub_lock(stub_mutex_);
+  struct Outcome {
+    bool stub = false;
+    int rc = MPI_SUCCESS;
+    bool deferred = false;
+  };
+  std::vector<Outcome> out(arrived.size());
+  std::vector<bool> taken(arrived.size(), false);
+  transport::ReceiveBatch batch;
+  for (std::size_t k = 0; k < arrived.size(); ++k) {
+    Arrived& a = arrived[k];
+    Pending p;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locate(a.r, a.id);
+      if (it == table_.end()) continue;
+      const Pending& q = it->second;
+      if (!q.recv || !q.may_be_stub || q.stub_state != 0 || q.delivered || (q.persistent && !q.active)) continue;
+      a.id = q.id;
+      p = q;
+    }
+    taken[k] = true;
+    int cancelled = 0;
+    PMPI_Test_cancelled(&a.st, &cancelled);
+    const std::size_t before = batch.size();
+    Outcome& o = out[k];
+    try {  // runs inside any MPI call: an error is kept for the request's completion
+      o.stub = !cancelled && transport::receive(p.to, p.staging, p.ranks, &a.st, &o.rc, &batch);
+    } catch (const ferry::Error& e) {
+      o.stub = true;
+      o.rc = e.mpi_error_class();
+    } catch (...) {
+      o.stub = true;
+      o.rc = MPI_ERR_INTERN;
+    }
+    o.deferred = batch.size() > before;
+  }
+  const int waited = batch.settle();
+  std::lock_guard lock(mutex_);
+  for (std::size_t k = 0; k < arrived.size(); ++k) {
+    if (!taken[k]) continue;
+    auto it = locate(arrived[k].r, arrived[k].id);
+    if (it == table_.end()) continue;
+    Outcome& o = out[k];
+    if (o.deferred && waited != MPI_SUCCESS && o.rc == MPI_SUCCESS) o.rc = waited;
+    count_stub(it->second, -1);
+    it->second.stub_state = o.stub ? 1 : 2;
+    it->second.stub_rc = o.rc;
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(&arrived[k].st, MPI_BYTE, &n);
+    it->second.stub_bytes = n;
+  }
+}
+
 void Requests::progress_of(bool all_threads, std::thread::id me) {
   // Not again from inside itself (a detached send's finish step serves while it waits): the outer
   // pass holds handles that the inner one could complete and MPI free.
@@ -88,40 +143,13 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
     } catch (...) {  // the send's completion reports what failed (Rendezvous keeps its result)
     }
   }
+  std::vector<Arrived> arrived;
   for (auto [r, id] : candidates) {
     int flag = 0;
     MPI_Status st;
-    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
-    Pending p;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = locate(r, id);
-      if (it == table_.end() || it->second.stub_state != 0) continue;
-      p = it->second;
-    }
-    int cancelled = 0;
-    PMPI_Test_cancelled(&st, &cancelled);
-    int rc = MPI_SUCCESS;
-    bool stub = false;
-    try {  // progress runs inside any MPI call: an error is kept for the request's completion
-      stub = !cancelled && transport::receive(p.to, p.staging, p.ranks, &st, &rc);
-    } catch (const ferry::Error& e) {
-      stub = true;
-      rc = e.mpi_error_class();
-    } catch (...) {
-      stub = true;
-      rc = MPI_ERR_INTERN;
-    }
-    std::lock_guard lock(mutex_);
-    auto it = locate(r, id);
-    if (it == table_.end()) continue;
-    count_stub(it->second, -1);
-    it->second.stub_state = stub ? 1 : 2;
-    it->second.stub_rc = rc;
-    MPI_Count n = 0;
-    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
-    it->second.stub_bytes = n;
+    if (PMPI_Request_get_status(r, &flag, &st) == MPI_SUCCESS && flag) arrived.push_back({r, id, st});
   }
+  if (!arrived.empty()) fetch_stubs(arrived);
   // Generalized requests of Ferry's: their messages advanced, completed once all are done. Last:
   // a drive completes and frees requests of its own that the loops above may have listed.
   for (auto [r, id] : drives) {

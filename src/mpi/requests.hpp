@@ -128,6 +128,15 @@ class Requests {
   // thread may be completing, and MPI freeing, its own requests at the same moment: only the
   // calling thread's (or `owner`'s, for ServeWhileBlocked); `all_threads` at MPI_Finalize.
   void progress(bool all_threads = false) { progress_of(all_threads, std::this_thread::get_id()); }
+  // Requests that MPI completed together (statuses from their wait or test): fetches the data of
+  // those that are stub receives of this thread's not fetched yet, waiting for the GPU once for
+  // all (transport::ReceiveBatch), and keeps the outcome for their completion (stub_state 1).
+  struct Arrived {
+    MPI_Request r;
+    std::uint64_t id;  // 0: the entry locate() finds
+    MPI_Status st;
+  };
+  void fetch_stubs(std::vector<Arrived>& arrived);
   void progress_for(std::thread::id owner) { progress_of(false, owner); }
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.

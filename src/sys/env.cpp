@@ -86,6 +86,9 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::async_recv, "FERRY_ASYNC_RECV", Kind::flag, "0", 0, 0, "",
      "1: a staged receive into device memory returns once its copy is queued on the legacy default "
      "stream, not finished (ordered before later work there, as cudaMemcpy from pageable memory)."},
+    {Knob::batch_receive, "FERRY_BATCH_RECEIVE", Kind::flag, "1", 0, 0, "",
+     "1: the stub receives that complete together (one wait or test call, one progress pass) queue "
+     "their IPC and local copies, wait for the GPU once, then answer their senders; 0: one wait each."},
     {Knob::reorder, "FERRY_REORDER", Kind::flag, "1", 0, 0, "",
      "MPI_Dist_graph_create(_adjacent), MPI_Graph_create and MPI_Cart_create with reorder = 1 "
      "renumber ranks so heavy edges stay inside a node and on fast GPU links (on one node with "

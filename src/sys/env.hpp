@@ -48,6 +48,7 @@ enum class Knob : int {
   protocol_test,
   passthrough,
   async_recv,
+  batch_receive,
   reorder,
   native_collectives,
   aggregate,

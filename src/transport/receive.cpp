@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "gpu/runtime.hpp"
+#include "sys/env.hpp"
 #include "transport/methods.hpp"
 #include "transport/wire.hpp"
 
@@ -32,6 +33,25 @@ struct Answer {
   ~Answer() { send(); }
 };
 
+}  // namespace
+
+// A receive whose copy is queued: answered, then its mapping let go, once the batch settles.
+struct ReceiveBatch::Held {
+  IpcCache::Lease mapped;
+  Answer ack;
+  std::shared_ptr<const void> keep;  // the sender's layout (a description, a local record)
+};
+
+namespace {
+
+// Moves the acknowledgement (answered by the batch now, not by the receiver's scope) and what the
+// queued copy reads into a deferred receive.
+std::unique_ptr<ReceiveBatch::Held> defer(Answer& ack, IpcCache::Lease mapped, std::shared_ptr<const void> keep) {
+  auto h = std::unique_ptr<ReceiveBatch::Held>(new ReceiveBatch::Held{std::move(mapped), ack, std::move(keep)});
+  ack.sent = true;
+  return h;
+}
+
 std::uint64_t key_of(const Target& to) { return to.device ? gpu::device_key(to.gpu) : 0; }
 
 // The data, staged on the private communicator after a kAckNeedData.
@@ -47,33 +67,52 @@ const void* at(const void* p, i64 offset) {
 }
 
 // `scount` elements of `stype` at `sorigin` (GPU memory: this process's, or a peer's mapped over
-// IPC), `sbytes` in all, into the target, of which `take` bytes fit: one copy or one kernel from
-// the sender's layout straight into the receiver's when the whole message lands in whole
-// elements of GPU memory; else packed into a device or pinned buffer and unpacked from there.
-void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take,
-                   const Target& to, gpu::Stream s, bool legacy) {
+// IPC), `sbytes` in all, into the target, of which `take` bytes fit, queued on `s` when the whole
+// message lands in whole elements of GPU memory: one copy or one kernel from the sender's layout
+// straight into the receiver's. False (nothing queued) otherwise.
+bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take, const Target& to,
+                 gpu::Stream s) {
   const Type& rt = *to.type;
   const i64 rsize = rt.size();
+  if (!to.device || take != sbytes || rsize <= 0 || take % rsize != 0) return false;
+  const char* sfirst = static_cast<const char*>(at(sorigin, stype.data_lb(scount)));
+  char* rfirst = to.element(0) + rt.true_lb();
+  if (stype.dense() && rt.dense()) {
+    gpu::copy_async(rfirst, sfirst, take, s);
+  } else if (rt.dense()) {
+    gpu::pack_async(sorigin, scount, stype, rfirst, s);
+  } else if (stype.dense()) {
+    gpu::unpack_async(sfirst, to.buf, take / rsize, rt, s);
+  } else {
+    gpu::copy_async(sorigin, scount, stype, to.buf, take / rsize, rt, s);
+  }
+  return true;
+}
+
+// `take` packed bytes at `src` (GPU memory) queued on `s` into a GPU target that they fill with
+// whole elements: one copy, or one unpack. False (nothing queued) otherwise.
+bool queue_packed(const char* src, i64 take, const Target& to, gpu::Stream s) {
+  const Type& t = *to.type;
+  const i64 size = t.size();
+  if (!to.device || size <= 0 || take % size != 0) return false;
+  if (t.dense()) {
+    gpu::copy_async(to.element(0) + t.true_lb(), src, take, s);
+  } else {
+    gpu::unpack_async(src, to.buf, take / size, t, s);
+  }
+  return true;
+}
+
+// As queue_typed, waiting for it; any other message is packed into a device or pinned buffer and
+// delivered from there.
+void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take,
+                   const Target& to, gpu::Stream s, bool legacy) {
   auto wait = [&] {
     if (legacy) methods::wait_legacy();
     else gpu::sync_stream(s);
   };
-  if (take <= 0 || rsize <= 0) return;
-  if (to.device && take == sbytes && take % rsize == 0) {
-    const char* sfirst = static_cast<const char*>(at(sorigin, stype.data_lb(scount)));
-    char* rfirst = to.element(0) + rt.true_lb();
-    if (stype.dense() && rt.dense()) {
-      gpu::copy_async(rfirst, sfirst, take, s);
-    } else if (rt.dense()) {
-      gpu::pack_async(sorigin, scount, stype, rfirst, s);
-    } else if (stype.dense()) {
-      gpu::unpack_async(sfirst, to.buf, take / rsize, rt, s);
-    } else {
-      gpu::copy_async(sorigin, scount, stype, to.buf, take / rsize, rt, s);
-    }
-    wait();
-    return;
-  }
+  if (take <= 0 || to.type->size() <= 0) return;
+  if (queue_typed(sorigin, scount, stype, sbytes, take, to, s)) return wait();
   if (to.device) {  // truncated or ending inside an element: pack, then deliver the leading bytes
     const Buffer dev(device_pool(gpu::this_device()), sbytes);
     gpu::pack_async(sorigin, scount, stype, dev.get(), s);
@@ -88,7 +127,7 @@ void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbyte
 }
 
 // IPC: the receiver pulls from the sender's GPU memory (mapped once per allocation), then answers.
-void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
+void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* batch) {
   const wire::State& w = wire::state();
   // Held until after the acknowledgement (declared first, released last).
   IpcCache::Lease mapped;
@@ -110,30 +149,44 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to) {
     // The handle did not open here (another node's, or the allocation is mapped in this process
     // already: IpcCache), or the layout is not known: the data comes staged.
     ack.need_data();
+    if (batch) batch->settle();  // the staged data may come from a sender waiting for an answer
     receive_staged(s, sw, take, to);
     return;
   }
   const char* first = static_cast<const char*>(mapped.get()) + s.offset;
+  const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
+  if (batch && take > 0 &&
+      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream())
+                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream()))) {
+    batch->add(defer(ack, std::move(mapped), stype), wire::stream(), false);
+    return;
+  }
   if (s.type_key == 0) {
     methods::deliver_packed(first, take, to);
   } else {
-    deliver_typed(at(first, -stype->data_lb(s.count)), s.count, *stype, s.bytes, take, to, wire::stream(), false);
+    deliver_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), false);
   }
 }  // ~Answer acknowledges
 
 // Local: the sender is this process; its record says where the data is.
-void receive_local(const Stub& s, i64 take, const Target& to) {
+void receive_local(const Stub& s, i64 take, const Target& to, ReceiveBatch* batch) {
   const wire::State& w = wire::state();
   Answer ack{w.rank, wire::ack_tag(s.seq), {wire::kAckDone, 0}};
   const auto rec = methods::local_find(static_cast<i64>(s.base));
   if (!rec) {
     ack.need_data();
+    if (batch) batch->settle();
     receive_staged(s, w.rank, take, to);
     return;
   }
   if (to.device && rec->device >= 0 && to.gpu >= 0 && rec->device != to.gpu && gpu::can_access_peer(to.gpu, rec->device))
     gpu::enable_peer_access(rec->device);  // the peer method: another GPU of this process
   // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
+  if (batch && take > 0 &&
+      queue_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream())) {
+    batch->add(defer(ack, IpcCache::Lease{}, rec), gpu::legacy_stream(), true);
+    return;
+  }
   deliver_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), true);
 }
 
@@ -176,7 +229,9 @@ void receive_pipelined(const Stub& s, int sw, i64 take, const Target& to) {
 
 }  // namespace
 
-bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc) {
+bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc,
+             ReceiveBatch* batch) {
+  if (batch && !ReceiveBatch::enabled()) batch = nullptr;
   const wire::State& w = wire::state();
   if (!w.on || st->MPI_SOURCE < 0 || !to.type) return false;
   int got = 0;
@@ -202,18 +257,59 @@ bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Sta
   switch (s.kind) {
     case wire::kIpc:
       learn_gpu(sw, s.gpu);
-      fetch_ipc(s, sw, take, to);
+      fetch_ipc(s, sw, take, to, batch);
       wire::stats().ipc_received.fetch_add(1);
       break;
-    case wire::kLocal: receive_local(s, take, to); break;
+    case wire::kLocal: receive_local(s, take, to, batch); break;
     default:
       learn_gpu(sw, s.gpu);
+      if (batch) batch->settle();  // its chunks may come from a sender waiting for an answer
       receive_pipelined(s, sw, take, to);
   }
   PMPI_Status_set_elements_x(st, MPI_BYTE, take);
   *rc = s.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
   if (*rc != MPI_SUCCESS) st->MPI_ERROR = *rc;
   return true;
+}
+
+ReceiveBatch::ReceiveBatch() = default;
+ReceiveBatch::~ReceiveBatch() { settle(); }
+
+bool ReceiveBatch::enabled() {
+  static const bool on = detail::env::flag(detail::env::Knob::batch_receive);
+  return on;
+}
+
+void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
+  held_.push_back(std::move(h));
+  ++queued_;
+  if (legacy) {
+    legacy_ = true;
+  } else if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) {
+    streams_.push_back(s);
+  }
+}
+
+int ReceiveBatch::settle() noexcept {
+  if (held_.empty()) return rc_;
+  auto wait = [this](auto&& f, gpu::Stream s) {
+    try {
+      f();
+    } catch (const Error& e) {
+      if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
+      if (s) wire::quiesce(s);
+    } catch (...) {
+      if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_INTERN;
+    }
+  };
+  for (gpu::Stream s : streams_) wait([s] { gpu::sync_stream(s); }, s);
+  if (legacy_) wait([] { methods::wait_legacy(); }, nullptr);
+  streams_.clear();
+  legacy_ = false;
+  auto held = std::move(held_);
+  held_.clear();
+  held.clear();  // each answers its sender (a failed send of an answer is the sender's to see)
+  return rc_;
 }
 
 bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i64* bytes) {
