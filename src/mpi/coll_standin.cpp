@@ -40,8 +40,11 @@ MPI_Datatype Kept::keep(MPI_Datatype type) {
   auto it = types_.find(type);
   if (it != types_.end()) return it->second;
   MPI_Datatype d = MPI_DATATYPE_NULL;
+  // Committed through Ferry's own entry, so that its type registry knows the duplicate: a
+  // duplicate it cannot read would send GPU buffers to the MPI as host memory.
   if (PMPI_Type_dup(type, &d) != MPI_SUCCESS) throw ferry::Error(MPI_ERR_TYPE, "a persistent collective's type");
   types_[type] = d;
+  if (MPI_Type_commit(&d) != MPI_SUCCESS) throw ferry::Error(MPI_ERR_TYPE, "a persistent collective's type");
   return d;
 }
 
