@@ -72,6 +72,8 @@ struct Row {
   std::string form, mode;
   i64 bytes;
   double median_us, min_us, max_us;
+  // Rank 0's stub receives per call, and how many of them shared one GPU wait (FERRY_BATCH_RECEIVE).
+  double stubs_per_call = 0, per_wait = 0;
 };
 
 class Bench {
@@ -218,6 +220,8 @@ int main(int argc, char** argv) {
           continue;
         }
         std::vector<double> trials;
+        const long stubs0 = ferry_mpi_ipc_received() + ferry_mpi_local_sent();
+        const long batched0 = ferry_mpi_batched_received(), waits0 = ferry_mpi_batch_waits();
         for (int t = 0; t < (quick ? 3 : 7); ++t) {
           MPI_Barrier(MPI_COMM_WORLD);
           const double t0 = MPI_Wtime();
@@ -228,28 +232,34 @@ int main(int argc, char** argv) {
           trials.push_back(slowest);
         }
         std::sort(trials.begin(), trials.end());
-        rows.push_back({form, mode, size, trials[trials.size() / 2], trials.front(), trials.back()});
+        const double calls = static_cast<double>(reps) * static_cast<double>(trials.size());
+        const long waits = ferry_mpi_batch_waits() - waits0;
+        rows.push_back({form, mode, size, trials[trials.size() / 2], trials.front(), trials.back(),
+                        static_cast<double>(ferry_mpi_ipc_received() + ferry_mpi_local_sent() - stubs0) / calls,
+                        waits > 0 ? static_cast<double>(ferry_mpi_batched_received() - batched0) / static_cast<double>(waits) : 0.0});
       }
     }
   }
   if (me == 0) {
     std::printf("bench_alltoall: %d ranks; median of trials (min-max), us per call; bytes sent per rank\n", n);
-    std::printf("%-26s %-8s %10s %12s %22s %9s\n", "form", "mode", "bytes", "median_us", "spread", "vs_native");
+    std::printf("%-26s %-8s %10s %12s %22s %9s %8s %8s\n", "form", "mode", "bytes", "median_us", "spread", "vs_native",
+                "stubs", "per_wait");
     for (const Row& r : rows) {
       double native = 0;
       for (const Row& q : rows)
         if (q.form == r.form && q.bytes == r.bytes && q.mode == "native") native = q.median_us;
-      std::printf("%-26s %-8s %10lld %12.1f %10.1f-%-10.1f %9.2f\n", r.form.c_str(), r.mode.c_str(),
-                  static_cast<long long>(r.bytes), r.median_us, r.min_us, r.max_us, native > 0 ? r.median_us / native : 0.0);
+      std::printf("%-26s %-8s %10lld %12.1f %10.1f-%-10.1f %9.2f %8.2f %8.2f\n", r.form.c_str(), r.mode.c_str(),
+                  static_cast<long long>(r.bytes), r.median_us, r.min_us, r.max_us, native > 0 ? r.median_us / native : 0.0,
+                  r.stubs_per_call, r.per_wait);
     }
     if (!o.json.empty()) {
       FILE* f = std::fopen(o.json.c_str(), "w");
       if (f) {
         std::fprintf(f, "{\"ranks\": %d, \"rows\": [", n);
         for (std::size_t i = 0; i < rows.size(); ++i)
-          std::fprintf(f, "%s{\"form\": \"%s\", \"mode\": \"%s\", \"bytes\": %lld, \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f}",
+          std::fprintf(f, "%s{\"form\": \"%s\", \"mode\": \"%s\", \"bytes\": %lld, \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"stubs_per_call\": %.3f, \"receives_per_wait\": %.3f}",
                        i ? ", " : "", rows[i].form.c_str(), rows[i].mode.c_str(), static_cast<long long>(rows[i].bytes),
-                       rows[i].median_us, rows[i].min_us, rows[i].max_us);
+                       rows[i].median_us, rows[i].min_us, rows[i].max_us, rows[i].stubs_per_call, rows[i].per_wait);
         std::fprintf(f, "]}\n");
         std::fclose(f);
       }

@@ -22,6 +22,10 @@ long ferry_mpi_pipelined_sent(void);
 /* Messages of GPU data this process sent to itself by the local method (one copy or kernel from
  * the sender's layout into the receiver's, no staging). */
 long ferry_mpi_local_sent(void);
+/* Receives whose GPU wait a batch shared (FERRY_BATCH_RECEIVE: the stubs that complete together
+ * queue their copies and wait once), and the waits those batches made. */
+long ferry_mpi_batched_received(void);
+long ferry_mpi_batch_waits(void);
 /* Collective calls this process made as point-to-point messages of Ferry's (MPI_Alltoall(v/w) and
  * the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers: each block a message with its
  * own method) rather than through the MPI's collective on host copies. */

@@ -551,6 +551,12 @@ class ReceiveBatch {
   // said: a sender must never wait for ever) and lets their mappings go. Returns MPI_SUCCESS, or
   // the error class of a failed wait; a later settle() returns it again.
   int settle() noexcept;
+  // No more receives join: an event after the queued copies lets done() tell, without waiting,
+  // whether the data is in place. Throws ferry::Error.
+  void close();
+  // Every queued copy has finished (after close(); true when none is queued): settle() then does
+  // not wait. Throws ferry::Error.
+  bool done() const;
   // Receives queued since the batch began (a receive() that added to it was deferred).
   std::size_t size() const { return queued_; }
   // FERRY_BATCH_RECEIVE.
@@ -562,6 +568,7 @@ class ReceiveBatch {
  private:
   std::vector<std::unique_ptr<Held>> held_;
   std::vector<gpu::Stream> streams_;
+  std::vector<gpu::Event> events_;  // after close(): one per stream with queued copies
   bool legacy_ = false;
   std::size_t queued_ = 0;
   int rc_ = MPI_SUCCESS;
@@ -590,6 +597,7 @@ void reclaim(bool all = false);
 // Messages this process sent and received with each stub method so far (tests, benchmarks).
 struct Counters {
   long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0;
+  long batched = 0, batch_waits = 0;  // receives a ReceiveBatch waited for, and its waits
 };
 Counters counters();
 

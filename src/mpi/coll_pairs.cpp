@@ -27,15 +27,25 @@ std::atomic<int> forced{-1};
 class Messages : public Flight {
  public:
   std::vector<MPI_Request> requests;
-  // Completes what has completed (`wait`: at least one, unless none is left); true when none is
-  // left.
+  // Completes what has completed (`wait`: all of them); true when none is left. A wait takes
+  // them all in one MPI_Waitall, whose progress fetches the blocks that arrive together as one
+  // batch (one wait for the GPU, transport::ReceiveBatch), not one by one as MPI_Waitsome would.
   bool advance(bool wait) override {
     const int n = static_cast<int>(requests.size());
     statuses_.resize(requests.size());
     done_.resize(requests.size());
+    if (wait) {
+      const int e = MPI_Waitall(n, requests.data(), statuses_.data());
+      if (e == MPI_ERR_IN_STATUS) {
+        for (const MPI_Status& s : statuses_)
+          if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING && rc_ == MPI_SUCCESS) rc_ = s.MPI_ERROR;
+      } else if (e != MPI_SUCCESS && rc_ == MPI_SUCCESS) {
+        rc_ = e;
+      }
+      return true;
+    }
     int count = 0;
-    const int e = wait ? MPI_Waitsome(n, requests.data(), &count, done_.data(), statuses_.data())
-                       : MPI_Testsome(n, requests.data(), &count, done_.data(), statuses_.data());
+    const int e = MPI_Testsome(n, requests.data(), &count, done_.data(), statuses_.data());
     if (e != MPI_SUCCESS && e != MPI_ERR_IN_STATUS) {  // nothing said which: give up on all of them
       if (rc_ == MPI_SUCCESS) rc_ = e;
       return true;

@@ -40,16 +40,14 @@ void Requests::complete_detached(MPI_Request r) {
   hot::detached.fetch_sub(1);
 }
 
-void Requests::fetch_stubs(std::vector<Arrived>& arrived) {
+void Requests::fetch_stubs(std::vector<Arrived>& arrived, bool keep_open) {
   std::unique_lock stub_lock(stub_mutex_);
   struct Outcome {
-    bool stub = false;
+    bool taken = false, stub = false, deferred = false;
     int rc = MPI_SUCCESS;
-    bool deferred = false;
   };
   std::vector<Outcome> out(arrived.size());
-  std::vector<bool> taken(arrived.size(), false);
-  transport::ReceiveBatch batch;
+  auto batch = std::make_unique<transport::ReceiveBatch>();
   for (std::size_t k = 0; k < arrived.size(); ++k) {
     Arrived& a = arrived[k];
     Pending p;
@@ -62,13 +60,13 @@ void Requests::fetch_stubs(std::vector<Arrived>& arrived) {
       a.id = q.id;
       p = q;
     }
-    taken[k] = true;
+    Outcome& o = out[k];
+    o.taken = true;
     int cancelled = 0;
     PMPI_Test_cancelled(&a.st, &cancelled);
-    const std::size_t before = batch.size();
-    Outcome& o = out[k];
+    const std::size_t before = batch->size();
     try {  // runs inside any MPI call: an error is kept for the request's completion
-      o.stub = !cancelled && transport::receive(p.to, p.staging, p.ranks, &a.st, &o.rc, &batch);
+      o.stub = !cancelled && transport::receive(p.to, p.staging, p.ranks, &a.st, &o.rc, batch.get());
     } catch (const ferry::Error& e) {
       o.stub = true;
       o.rc = e.mpi_error_class();
@@ -76,23 +74,67 @@ void Requests::fetch_stubs(std::vector<Arrived>& arrived) {
       o.stub = true;
       o.rc = MPI_ERR_INTERN;
     }
-    o.deferred = batch.size() > before;
+    o.deferred = batch->size() > before;
   }
-  const int waited = batch.settle();
+  bool open = false;
+  int waited = MPI_SUCCESS;
+  if (keep_open && batch->size() > 0) {
+    try {
+      batch->close();
+      open = true;
+    } catch (...) {  // no event: waited for now
+    }
+  }
+  if (!open) waited = batch->settle();
   std::lock_guard lock(mutex_);
+  Open o{std::move(batch), {}};
   for (std::size_t k = 0; k < arrived.size(); ++k) {
-    if (!taken[k]) continue;
+    if (!out[k].taken) continue;
     auto it = locate(arrived[k].r, arrived[k].id);
     if (it == table_.end()) continue;
-    Outcome& o = out[k];
-    if (o.deferred && waited != MPI_SUCCESS && o.rc == MPI_SUCCESS) o.rc = waited;
+    Outcome& r = out[k];
+    if (r.deferred && waited != MPI_SUCCESS && r.rc == MPI_SUCCESS) r.rc = waited;
     count_stub(it->second, -1);
-    it->second.stub_state = o.stub ? 1 : 2;
-    it->second.stub_rc = o.rc;
+    it->second.stub_state = r.stub ? 1 : 2;
+    it->second.stub_rc = r.rc;
+    it->second.in_flight = open && r.deferred;
+    if (it->second.in_flight) o.members.emplace_back(arrived[k].r, arrived[k].id);
     MPI_Count n = 0;
     PMPI_Get_elements_x(&arrived[k].st, MPI_BYTE, &n);
     it->second.stub_bytes = n;
   }
+  if (open) {  // members may be none (freed meanwhile): the senders are still answered by settle_open
+    open_.push_back(std::move(o));
+    hot::stubs.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void Requests::settle_open(bool wait) {
+  std::unique_lock stub_lock(stub_mutex_);
+  if (open_.empty()) return;
+  std::vector<Open> keep;
+  for (Open& o : open_) {
+    bool ready = wait;
+    if (!ready) try {
+        ready = o.batch->done();
+      } catch (...) {
+        ready = true;  // settle() reports the failure
+      }
+    if (!ready) {
+      keep.push_back(std::move(o));
+      continue;
+    }
+    const int rc = o.batch->settle();
+    hot::stubs.fetch_sub(1, std::memory_order_acq_rel);
+    std::lock_guard lock(mutex_);
+    for (auto [r, id] : o.members) {
+      auto it = locate(r, id);
+      if (it == table_.end()) continue;
+      it->second.in_flight = false;
+      if (rc != MPI_SUCCESS && it->second.stub_rc == MPI_SUCCESS) it->second.stub_rc = rc;
+    }
+  }
+  open_ = std::move(keep);
 }
 
 void Requests::progress_of(bool all_threads, std::thread::id me) {
@@ -149,7 +191,8 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
     MPI_Status st;
     if (PMPI_Request_get_status(r, &flag, &st) == MPI_SUCCESS && flag) arrived.push_back({r, id, st});
   }
-  if (!arrived.empty()) fetch_stubs(arrived);
+  if (!arrived.empty()) fetch_stubs(arrived, transport::ReceiveBatch::enabled());
+  settle_open(false);
   // Generalized requests of Ferry's: their messages advanced, completed once all are done. Last:
   // a drive completes and frees requests of its own that the loops above may have listed.
   for (auto [r, id] : drives) {
@@ -191,6 +234,7 @@ int wait_serving(MPI_Request* request, MPI_Status* status) {
 
 ServeWhileBlocked::ServeWhileBlocked() {
   serve();
+  requests().settle_open(true);  // without a helper nobody answers their senders while this blocks
   if (!hot::threads || !requests().polling()) return;
   const int device = ferry::gpu::current_device();
   helper_ = std::thread([this, owner = std::this_thread::get_id(), device] {

@@ -87,6 +87,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
   const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
   std::unique_lock stub_lock(stub_mutex_);  // an early fetch of this request may be under way
+  if (in_flight(r)) settle_open(true);  // its data must be in place before MPI says it completed
   Pending p;
   {
     std::lock_guard lock(mutex_);
@@ -135,6 +136,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
 
 void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
   std::unique_lock stub_lock(stub_mutex_);
+  if (in_flight(r)) settle_open(true);
   Pending p;
   {
     std::lock_guard lock(mutex_);
@@ -184,6 +186,13 @@ bool Requests::detach(MPI_Request r) {
 
 void Requests::drain() {
   while (hot::detached.load() > 0) progress(true);
+  settle_open(true);
+}
+
+bool Requests::in_flight(MPI_Request r) {
+  std::lock_guard lock(mutex_);
+  auto it = locate(r);
+  return it != table_.end() && it->second.in_flight;
 }
 
 bool Requests::start(MPI_Request r) {

@@ -74,6 +74,7 @@ struct Pending {
   bool may_be_stub = false;
   transport::Ranks ranks;    // of the receive's communicator
   int stub_state = 0;        // 0: not looked at; 1: a stub, data fetched early (stub_rc); 2: not a stub
+  bool in_flight = false;    // stub_state 1 with its copy still queued (Requests::settle_open)
   int stub_rc = MPI_SUCCESS;
   MPI_Count stub_bytes = 0;
 };
@@ -129,14 +130,22 @@ class Requests {
   // calling thread's (or `owner`'s, for ServeWhileBlocked); `all_threads` at MPI_Finalize.
   void progress(bool all_threads = false) { progress_of(all_threads, std::this_thread::get_id()); }
   // Requests that MPI completed together (statuses from their wait or test): fetches the data of
-  // those that are stub receives of this thread's not fetched yet, waiting for the GPU once for
-  // all (transport::ReceiveBatch), and keeps the outcome for their completion (stub_state 1).
+  // those that are stub receives not fetched yet, queueing every copy before one wait for the GPU
+  // (transport::ReceiveBatch), and keeps the outcome for their completion (stub_state 1).
+  // `keep_open` (progress): the batch is not waited for here but stays open, its senders
+  // unanswered, until a later pass finds its copies done or a completion needs its data
+  // (settle_open): receives that arrive one after another then overlap their copies and no
+  // host wait blocks on each. Without it the batch settles before this returns.
   struct Arrived {
     MPI_Request r;
     std::uint64_t id;  // 0: the entry locate() finds
     MPI_Status st;
   };
-  void fetch_stubs(std::vector<Arrived>& arrived);
+  void fetch_stubs(std::vector<Arrived>& arrived, bool keep_open = false);
+  // Settles the open batches whose copies are done (`wait`: all, waiting for them): their senders
+  // are answered and their requests' data is in place. Before any call that may block without
+  // serving, the open batches settle with `wait` (a sender may be waiting for its answer).
+  void settle_open(bool wait);
   void progress_for(std::thread::id owner) { progress_of(false, owner); }
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.
@@ -154,12 +163,20 @@ class Requests {
   using Table = std::multimap<MPI_Request, Pending>;
   Table::iterator locate(MPI_Request r, std::uint64_t id = 0);
   void progress_of(bool all_threads, std::thread::id owner);
+  bool in_flight(MPI_Request r);
   void complete_detached(MPI_Request r);
   void count_stub(const Pending& p, int delta);
   std::uint64_t next_id_ = 0;
   std::mutex mutex_;
   std::recursive_mutex stub_mutex_;  // one stub fetch at a time, by progress or by completion
   Table table_;
+  // Batches of receives whose copies are queued and whose senders wait for an answer (stub_mutex_
+  // held); each counts once in hot::stubs, so that blocking calls keep serving until it settles.
+  struct Open {
+    std::unique_ptr<transport::ReceiveBatch> batch;
+    std::vector<std::pair<MPI_Request, std::uint64_t>> members;
+  };
+  std::vector<Open> open_;
 };
 Requests& requests();
 

@@ -283,6 +283,7 @@ bool ReceiveBatch::enabled() {
 void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
   held_.push_back(std::move(h));
   ++queued_;
+  wire::stats().batched.fetch_add(1);
   if (legacy) {
     legacy_ = true;
   } else if (std::find(streams_.begin(), streams_.end(), s) == streams_.end()) {
@@ -290,8 +291,31 @@ void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
   }
 }
 
+void ReceiveBatch::close() {
+  if (held_.empty() || !events_.empty()) return;
+  std::vector<gpu::Stream> streams = streams_;
+  if (legacy_) streams.push_back(gpu::legacy_stream());
+  try {
+    for (gpu::Stream s : streams) {
+      events_.push_back(gpu::create_event());
+      gpu::record(events_.back(), s);
+    }
+  } catch (...) {  // settle() then waits for the streams instead
+    for (gpu::Event e : events_) gpu::destroy_event(e);
+    events_.clear();
+    throw;
+  }
+}
+
+bool ReceiveBatch::done() const {
+  for (gpu::Event e : events_)
+    if (!gpu::event_idle(e)) return false;
+  return true;
+}
+
 int ReceiveBatch::settle() noexcept {
   if (held_.empty()) return rc_;
+  wire::stats().batch_waits.fetch_add(1);
   auto wait = [this](auto&& f, gpu::Stream s) {
     try {
       f();
@@ -302,8 +326,14 @@ int ReceiveBatch::settle() noexcept {
       if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_INTERN;
     }
   };
-  for (gpu::Stream s : streams_) wait([s] { gpu::sync_stream(s); }, s);
-  if (legacy_) wait([] { methods::wait_legacy(); }, nullptr);
+  if (!events_.empty()) {
+    for (gpu::Event e : events_) wait([e] { gpu::sync_event(e); }, nullptr);
+    for (gpu::Event e : events_) gpu::destroy_event(e);
+    events_.clear();
+  } else {
+    for (gpu::Stream s : streams_) wait([s] { gpu::sync_stream(s); }, s);
+    if (legacy_) wait([] { methods::wait_legacy(); }, nullptr);
+  }
   streams_.clear();
   legacy_ = false;
   auto held = std::move(held_);

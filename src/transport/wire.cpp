@@ -400,6 +400,8 @@ Counters counters() {
   c.ipc_received = s.ipc_received.load();
   c.local = s.local.load();
   c.pipelined = s.pipelined.load();
+  c.batched = s.batched.load();
+  c.batch_waits = s.batch_waits.load();
   return c;
 }
 

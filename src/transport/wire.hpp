@@ -105,7 +105,7 @@ Describe& describe();
 
 // The counters of transport.hpp.
 struct Stats {
-  std::atomic<long> ipc_sent{0}, ipc_received{0}, local{0}, pipelined{0};
+  std::atomic<long> ipc_sent{0}, ipc_received{0}, local{0}, pipelined{0}, batched{0}, batch_waits{0};
 };
 Stats& stats();
 
