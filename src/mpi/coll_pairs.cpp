@@ -254,6 +254,7 @@ std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
   m->requests.reserve(sends.size() + recvs.size());
+  Posting posting;  // every message out before any arrival is fetched
   auto started = [&](int rc) {
     if (rc != MPI_SUCCESS) {  // what was posted completes first: the buffers stay the application's
       while (!m->advance(true)) {
