@@ -509,4 +509,39 @@ TEST(GpuBatch, BadMovesGiveTheirErrorClass) {
   CUDA_OK(cudaDeviceSynchronize());
 }
 
+// copy_spans_async: more spans than one launch takes, every size class (empty, single bytes,
+// misaligned, 16-byte aligned, larger than one block row), sources overlapping one another; the
+// whole destination is compared, so a span that wrote past its end or into a gap fails.
+TEST(CopySpans, ManySpansAnyAlignmentAsOneCopyEach) {
+  std::mt19937_64 rng(seed_base(7));
+  const i64 size = 8 << 20;
+  Device src(size), dst(size);
+  std::vector<char> from(static_cast<std::size_t>(size)), want(static_cast<std::size_t>(size), 0x5a);
+  for (auto& c : from) c = static_cast<char>(rng());
+  CUDA_OK(upload(src.p, from.data(), from.size()));
+  CUDA_OK(upload(dst.p, want.data(), want.size()));
+  std::vector<ferry::gpu::Span> spans;
+  const i64 sizes[] = {0, 1, 3, 16, 17, 250, 4096, 5003, 65536, 300000};
+  i64 at = 0;
+  while (spans.size() < 150) {
+    const i64 bytes = sizes[rng() % std::size(sizes)];
+    at += static_cast<i64>(rng() % 40);  // a gap the copies must leave alone
+    if (at + bytes > size) break;
+    const i64 from_at = static_cast<i64>(rng() % static_cast<std::uint64_t>(size - bytes + 1));
+    spans.push_back({dst.p + at, src.p + from_at, bytes});
+    std::memcpy(want.data() + at, from.data() + from_at, static_cast<std::size_t>(bytes));
+    at += bytes;
+  }
+  ASSERT_GT(spans.size(), ferry::gpu::kSpansPerLaunch);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ferry::gpu::copy_spans_async(spans.data(), spans.size(), s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  EXPECT_TRUE(download(dst.p, size) == want);
+  const ferry::gpu::Span bad{dst.p, src.p, -1};
+  EXPECT_EQ(error_class([&] { ferry::gpu::copy_spans_async(&bad, 1, s); }), MPI_ERR_ARG);
+  EXPECT_EQ(error_class([&] { ferry::gpu::copy_spans_async(nullptr, 0, s); }), MPI_SUCCESS);
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
 }  // namespace

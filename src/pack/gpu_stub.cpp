@@ -18,6 +18,9 @@ void pack(const void*, i64, const Type&, void*) { no_cuda(); }
 void unpack(const void*, void*, i64, const Type&) { no_cuda(); }
 void copy_async(const void*, i64, const Type&, void*, i64, const Type&, Stream, Event) { no_cuda(); }
 void copy(const void*, i64, const Type&, void*, i64, const Type&) { no_cuda(); }
+void copy_spans_async(const Span*, std::size_t n, Stream) {
+  if (n > 0) no_cuda();
+}
 
 struct Batch::Impl {};
 Batch::Batch(Direction, const std::vector<Job>&) { no_cuda(); }

@@ -323,4 +323,54 @@ void unpack(const void* packed, void* origin, i64 count, const Type& type) {
   move_sync(false, origin, count, type, const_cast<void*>(packed));
 }
 
+namespace {
+
+struct SpanArgs {
+  Span span[kSpansPerLaunch];
+};
+
+// Block row y copies span y, 16, 8 or 1 bytes per thread and step as both addresses allow.
+template <class Word>
+__device__ void copy_words(char* d, const char* s, unsigned long long n) {
+  const unsigned long long words = n / sizeof(Word);
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  const unsigned long long first = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (unsigned long long w = first; w < words; w += stride)
+    reinterpret_cast<Word*>(d)[w] = reinterpret_cast<const Word*>(s)[w];
+  for (unsigned long long b = words * sizeof(Word) + first; b < n; b += stride) d[b] = s[b];
+}
+
+__global__ void copy_spans_kernel(SpanArgs a) {
+  const Span sp = a.span[blockIdx.y];
+  char* d = static_cast<char*>(sp.dst);
+  const char* s = static_cast<const char*>(sp.src);
+  const auto n = static_cast<unsigned long long>(sp.bytes);
+  const auto both = reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s);
+  if (both % 16 == 0) copy_words<uint4>(d, s, n);
+  else if (both % 8 == 0) copy_words<unsigned long long>(d, s, n);
+  else copy_words<char>(d, s, n);
+}
+
+}  // namespace
+
+void copy_spans_async(const Span* spans, std::size_t n, Stream stream) {
+  constexpr unsigned kThreads = 256;
+  for (std::size_t at = 0; at < n; at += kSpansPerLaunch) {
+    SpanArgs a{};
+    unsigned rows = 0;
+    i64 most = 0;
+    for (std::size_t k = at; k < std::min(n, at + kSpansPerLaunch); ++k) {
+      if (spans[k].bytes < 0) fail(MPI_ERR_ARG, "copy_spans_async: a negative size");
+      if (spans[k].bytes == 0) continue;
+      a.span[rows++] = spans[k];
+      most = std::max(most, spans[k].bytes);
+    }
+    if (rows == 0) continue;
+    // Enough blocks for the largest span at 16 bytes a thread, at most 1024 a row.
+    const i64 blocks = std::min<i64>(1024, std::max<i64>(1, (most + kThreads * 16 - 1) / (kThreads * 16)));
+    copy_spans_kernel<<<dim3(static_cast<unsigned>(blocks), rows), kThreads, 0, stream>>>(a);
+    check_launch(stream);
+  }
+}
+
 }  // namespace ferry::gpu
