@@ -564,8 +564,14 @@ class ReceiveBatch {
 
   struct Held;  // one deferred receive: its acknowledgement and its mapping (receive.cpp)
   void add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy);
+  // A contiguous device-to-device copy on `s`, launched with the batch's other such copies as one
+  // kernel (gpu::copy_spans_async) when the batch closes or settles.
+  void add_span(const gpu::Span& span, gpu::Stream s);
 
  private:
+  void launch_spans();  // throws ferry::Error
+  std::vector<gpu::Span> spans_;
+  gpu::Stream span_stream_ = nullptr;
   std::vector<std::unique_ptr<Held>> held_;
   std::vector<gpu::Stream> streams_;
   std::vector<gpu::Event> events_;  // after close(): one per stream with queued copies

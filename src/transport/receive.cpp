@@ -71,14 +71,17 @@ const void* at(const void* p, i64 offset) {
 // message lands in whole elements of GPU memory: one copy or one kernel from the sender's layout
 // straight into the receiver's. False (nothing queued) otherwise.
 bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take, const Target& to,
-                 gpu::Stream s) {
+                 gpu::Stream s, bool device_source, ReceiveBatch* spans = nullptr) {
   const Type& rt = *to.type;
   const i64 rsize = rt.size();
   if (!to.device || take != sbytes || rsize <= 0 || take % rsize != 0) return false;
   const char* sfirst = static_cast<const char*>(at(sorigin, stype.data_lb(scount)));
   char* rfirst = to.element(0) + rt.true_lb();
   if (stype.dense() && rt.dense()) {
-    gpu::copy_async(rfirst, sfirst, take, s);
+    // Said device to device where it is: cudaMemcpyDefault asks the driver about both pointers.
+    if (device_source && spans) spans->add_span({rfirst, sfirst, take}, s);
+    else if (device_source) gpu::copy_d2d_async(rfirst, sfirst, take, s);
+    else gpu::copy_async(rfirst, sfirst, take, s);
   } else if (rt.dense()) {
     gpu::pack_async(sorigin, scount, stype, rfirst, s);
   } else if (stype.dense()) {
@@ -91,12 +94,14 @@ bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes,
 
 // `take` packed bytes at `src` (GPU memory) queued on `s` into a GPU target that they fill with
 // whole elements: one copy, or one unpack. False (nothing queued) otherwise.
-bool queue_packed(const char* src, i64 take, const Target& to, gpu::Stream s) {
+bool queue_packed(const char* src, i64 take, const Target& to, gpu::Stream s, ReceiveBatch* spans = nullptr) {
   const Type& t = *to.type;
   const i64 size = t.size();
   if (!to.device || size <= 0 || take % size != 0) return false;
-  if (t.dense()) {
-    gpu::copy_async(to.element(0) + t.true_lb(), src, take, s);
+  if (t.dense() && spans) {
+    spans->add_span({to.element(0) + t.true_lb(), src, take}, s);
+  } else if (t.dense()) {
+    gpu::copy_d2d_async(to.element(0) + t.true_lb(), src, take, s);
   } else {
     gpu::unpack_async(src, to.buf, take / size, t, s);
   }
@@ -106,13 +111,13 @@ bool queue_packed(const char* src, i64 take, const Target& to, gpu::Stream s) {
 // As queue_typed, waiting for it; any other message is packed into a device or pinned buffer and
 // delivered from there.
 void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take,
-                   const Target& to, gpu::Stream s, bool legacy) {
+                   const Target& to, gpu::Stream s, bool legacy, bool device_source) {
   auto wait = [&] {
     if (legacy) methods::wait_legacy();
     else gpu::sync_stream(s);
   };
   if (take <= 0 || to.type->size() <= 0) return;
-  if (queue_typed(sorigin, scount, stype, sbytes, take, to, s)) return wait();
+  if (queue_typed(sorigin, scount, stype, sbytes, take, to, s, device_source)) return wait();
   if (to.device) {  // truncated or ending inside an element: pack, then deliver the leading bytes
     const Buffer dev(device_pool(gpu::this_device()), sbytes);
     gpu::pack_async(sorigin, scount, stype, dev.get(), s);
@@ -156,15 +161,15 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   const char* first = static_cast<const char*>(mapped.get()) + s.offset;
   const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
   if (batch && take > 0 &&
-      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream())
-                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream()))) {
+      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream(), batch)
+                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), true, batch))) {
     batch->add(defer(ack, std::move(mapped), stype), wire::stream(), false);
     return;
   }
   if (s.type_key == 0) {
     methods::deliver_packed(first, take, to);
   } else {
-    deliver_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), false);
+    deliver_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), false, true);
   }
 }  // ~Answer acknowledges
 
@@ -183,11 +188,11 @@ void receive_local(const Stub& s, i64 take, const Target& to, ReceiveBatch* batc
     gpu::enable_peer_access(rec->device);  // the peer method: another GPU of this process
   // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
   if (batch && take > 0 &&
-      queue_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream())) {
+      queue_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), false)) {
     batch->add(defer(ack, IpcCache::Lease{}, rec), gpu::legacy_stream(), true);
     return;
   }
-  deliver_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), true);
+  deliver_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), true, false);
 }
 
 // Pipelined: every chunk's receive is posted at once into one pinned buffer; as each arrives, the
@@ -291,7 +296,21 @@ void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
   }
 }
 
+void ReceiveBatch::add_span(const gpu::Span& span, gpu::Stream s) {
+  if (!spans_.empty() && s != span_stream_) launch_spans();
+  span_stream_ = s;
+  spans_.push_back(span);
+}
+
+void ReceiveBatch::launch_spans() {
+  if (spans_.empty()) return;
+  std::vector<gpu::Span> spans;
+  spans.swap(spans_);  // launched or failed: not again
+  gpu::copy_spans_async(spans.data(), spans.size(), span_stream_);
+}
+
 void ReceiveBatch::close() {
+  launch_spans();
   if (held_.empty() || !events_.empty()) return;
   std::vector<gpu::Stream> streams = streams_;
   if (legacy_) streams.push_back(gpu::legacy_stream());
@@ -316,6 +335,11 @@ bool ReceiveBatch::done() const {
 int ReceiveBatch::settle() noexcept {
   if (held_.empty()) return rc_;
   wire::stats().batch_waits.fetch_add(1);
+  try {
+    launch_spans();
+  } catch (const Error& e) {
+    if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
+  }
   auto wait = [this](auto&& f, gpu::Stream s) {
     try {
       f();
