@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdlib>
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -362,6 +363,129 @@ TEST(LargeCount, VCollectives) {
        [&] { return MPI_Neighbor_alltoallw_c(s, nc, nb, nt, g, nc, nb, nt, line); },
        [&] { return MPI_Ineighbor_alltoallw_c(s, nc, nb, nt, g, nc, nb, nt, line, &r); },
        [&] { PMPI_Neighbor_alltoallw(s, inc, nb, nt, x, inc, nb, nt, line); });
+  MPI_Comm_free(&line);
+}
+
+// The persistent collectives' _init_c entries: one init, two starts, against the int call
+// straight to the MPI; the int copies of the v-forms' arrays must outlive the init (every start
+// reads them). Under FERRY_PROTOCOL_TEST host buffers take Ferry's stand-ins or messages, so each
+// init must have reached Ferry.
+TEST(LargeCount, PersistentCollectives) {
+  const int me = rank_of(), p = size_of();
+  const MPI_Comm w = MPI_COMM_WORLD;
+  const MPI_Count k = 3;
+  const int ik = static_cast<int>(k);
+  std::vector<double> send(static_cast<std::size_t>(3 * p)), got(send.size()), want(send.size());
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = me * 100 + static_cast<double>(i);
+  std::vector<MPI_Count> cc, sc(static_cast<std::size_t>(p), 1);
+  std::vector<MPI_Aint> cd;
+  std::vector<int> ic, id, isc(static_cast<std::size_t>(p), 1);
+  for (int i = 0; i < p; ++i) {
+    ic.push_back(1);
+    id.push_back(3 * i);
+    cc.push_back(1);
+    cd.push_back(3 * i);
+  }
+  const char* protocol = std::getenv("FERRY_PROTOCOL_TEST");
+  const bool ours = protocol && std::string(protocol) == "1";
+  // `bcast`: the buffer is the input at the root, the send data before each start.
+  // `compare` false: the result is undefined here (MPI_Exscan at rank 0).
+  auto persist = [&](const char* what, auto&& init, auto&& reference, bool bcast = false, bool compare = true) {
+    std::fill(want.begin(), want.end(), -1.0);
+    reference();
+    const long before = ferry_mpi_persistent_standins() + ferry_mpi_collective_messages();
+    MPI_Request q = MPI_REQUEST_NULL;
+    std::fill(got.begin(), got.end(), -1.0);
+    ASSERT_EQ(init(&q), MPI_SUCCESS) << what;
+    for (int start = 0; start < 2; ++start) {
+      std::fill(got.begin(), got.end(), -1.0);
+      if (bcast) got = send;  // (the same storage: the request keeps its address)
+      ASSERT_EQ(MPI_Start(&q), MPI_SUCCESS) << what;
+      ASSERT_EQ(MPI_Wait(&q, MPI_STATUS_IGNORE), MPI_SUCCESS) << what;
+      if (compare) EXPECT_EQ(got, want) << what << ", start " << start + 1;
+    }
+    EXPECT_EQ(MPI_Request_free(&q), MPI_SUCCESS) << what;
+    if (ours)
+      EXPECT_GT(ferry_mpi_persistent_standins() + ferry_mpi_collective_messages(), before)
+          << what << ": the init did not reach Ferry";
+  };
+  double* s = send.data();
+  double* g = got.data();
+  double* x = want.data();
+  const MPI_Info i0 = MPI_INFO_NULL;
+  persist("Bcast_init", [&](MPI_Request* q) { return MPI_Bcast_init_c(g, k * p, MPI_DOUBLE, 0, w, i0, q); },
+          [&] { want = send; PMPI_Bcast(x, static_cast<int>(want.size()), MPI_DOUBLE, 0, w); }, true);
+  persist("Gather_init", [&](MPI_Request* q) { return MPI_Gather_init_c(s, k, MPI_DOUBLE, g, k, MPI_DOUBLE, 0, w, i0, q); },
+          [&] { PMPI_Gather(s, ik, MPI_DOUBLE, x, ik, MPI_DOUBLE, 0, w); });
+  persist("Allreduce_init", [&](MPI_Request* q) { return MPI_Allreduce_init_c(s, g, k, MPI_DOUBLE, MPI_SUM, w, i0, q); },
+          [&] { PMPI_Allreduce(s, x, ik, MPI_DOUBLE, MPI_SUM, w); });
+  persist("Reduce_scatter_block_init",
+          [&](MPI_Request* q) { return MPI_Reduce_scatter_block_init_c(s, g, 1, MPI_DOUBLE, MPI_MAX, w, i0, q); },
+          [&] { PMPI_Reduce_scatter_block(s, x, 1, MPI_DOUBLE, MPI_MAX, w); });
+  persist("Alltoallv_init",
+          [&](MPI_Request* q) {
+            return MPI_Alltoallv_init_c(s, sc.data(), cd.data(), MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w, i0, q);
+          },
+          [&] { PMPI_Alltoallv(s, isc.data(), id.data(), MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, w); });
+  persist("Gatherv_init",
+          [&](MPI_Request* q) { return MPI_Gatherv_init_c(s, 1, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, 0, w, i0, q); },
+          [&] { PMPI_Gatherv(s, 1, MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, 0, w); });
+  persist("Scatter_init", [&](MPI_Request* q) { return MPI_Scatter_init_c(s, 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, 0, w, i0, q); },
+          [&] { PMPI_Scatter(s, 1, MPI_DOUBLE, x, 1, MPI_DOUBLE, 0, w); });
+  persist("Scatterv_init",
+          [&](MPI_Request* q) { return MPI_Scatterv_init_c(s, cc.data(), cd.data(), MPI_DOUBLE, g, 1, MPI_DOUBLE, 0, w, i0, q); },
+          [&] { PMPI_Scatterv(s, ic.data(), id.data(), MPI_DOUBLE, x, 1, MPI_DOUBLE, 0, w); });
+  persist("Allgather_init", [&](MPI_Request* q) { return MPI_Allgather_init_c(s, 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, w, i0, q); },
+          [&] { PMPI_Allgather(s, 1, MPI_DOUBLE, x, 1, MPI_DOUBLE, w); });
+  persist("Allgatherv_init",
+          [&](MPI_Request* q) { return MPI_Allgatherv_init_c(s, 1, MPI_DOUBLE, g, cc.data(), cd.data(), MPI_DOUBLE, w, i0, q); },
+          [&] { PMPI_Allgatherv(s, 1, MPI_DOUBLE, x, ic.data(), id.data(), MPI_DOUBLE, w); });
+  persist("Alltoall_init", [&](MPI_Request* q) { return MPI_Alltoall_init_c(s, 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, w, i0, q); },
+          [&] { PMPI_Alltoall(s, 1, MPI_DOUBLE, x, 1, MPI_DOUBLE, w); });
+  std::vector<MPI_Aint> cb;
+  std::vector<int> ib;
+  std::vector<MPI_Datatype> types(static_cast<std::size_t>(p), MPI_DOUBLE);
+  for (int i = 0; i < p; ++i) {
+    ib.push_back(3 * i * static_cast<int>(sizeof(double)));
+    cb.push_back(ib.back());
+  }
+  persist("Alltoallw_init",
+          [&](MPI_Request* q) {
+            return MPI_Alltoallw_init_c(s, sc.data(), cb.data(), types.data(), g, cc.data(), cb.data(), types.data(), w, i0, q);
+          },
+          [&] { PMPI_Alltoallw(s, isc.data(), ib.data(), types.data(), x, ic.data(), ib.data(), types.data(), w); });
+  persist("Reduce_init", [&](MPI_Request* q) { return MPI_Reduce_init_c(s, g, k, MPI_DOUBLE, MPI_MAX, 0, w, i0, q); },
+          [&] { PMPI_Reduce(s, x, ik, MPI_DOUBLE, MPI_MAX, 0, w); });
+  persist("Scan_init", [&](MPI_Request* q) { return MPI_Scan_init_c(s, g, k, MPI_DOUBLE, MPI_SUM, w, i0, q); },
+          [&] { PMPI_Scan(s, x, ik, MPI_DOUBLE, MPI_SUM, w); });
+  persist("Exscan_init", [&](MPI_Request* q) { return MPI_Exscan_init_c(s, g, k, MPI_DOUBLE, MPI_SUM, w, i0, q); },
+          [&] { PMPI_Exscan(s, x, ik, MPI_DOUBLE, MPI_SUM, w); }, false, me != 0);
+  persist("Reduce_scatter_init",
+          [&](MPI_Request* q) { return MPI_Reduce_scatter_init_c(s, g, cc.data(), MPI_DOUBLE, MPI_SUM, w, i0, q); },
+          [&] { PMPI_Reduce_scatter(s, x, ic.data(), MPI_DOUBLE, MPI_SUM, w); });
+  // The neighbourhood forms on a line (not periodic: the MPIs agree there).
+  MPI_Comm line;
+  const int dims[1] = {p}, periods[1] = {0};
+  MPI_Cart_create(w, 1, dims, periods, 0, &line);
+  const MPI_Count nc[2] = {1, 1};
+  const MPI_Aint nd[2] = {0, 3}, nb[2] = {0, 3 * sizeof(double)};
+  const int inc[2] = {1, 1}, ind[2] = {0, 3};
+  const MPI_Datatype nt[2] = {MPI_DOUBLE, MPI_DOUBLE};
+  persist("Neighbor_allgather_init",
+          [&](MPI_Request* q) { return MPI_Neighbor_allgather_init_c(s, 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, line, i0, q); },
+          [&] { PMPI_Neighbor_allgather(s, 1, MPI_DOUBLE, x, 1, MPI_DOUBLE, line); });
+  persist("Neighbor_allgatherv_init",
+          [&](MPI_Request* q) { return MPI_Neighbor_allgatherv_init_c(s, 1, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line, i0, q); },
+          [&] { PMPI_Neighbor_allgatherv(s, 1, MPI_DOUBLE, x, inc, ind, MPI_DOUBLE, line); });
+  persist("Neighbor_alltoall_init",
+          [&](MPI_Request* q) { return MPI_Neighbor_alltoall_init_c(s, 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, line, i0, q); },
+          [&] { PMPI_Neighbor_alltoall(s, 1, MPI_DOUBLE, x, 1, MPI_DOUBLE, line); });
+  persist("Neighbor_alltoallv_init",
+          [&](MPI_Request* q) { return MPI_Neighbor_alltoallv_init_c(s, nc, nd, MPI_DOUBLE, g, nc, nd, MPI_DOUBLE, line, i0, q); },
+          [&] { PMPI_Neighbor_alltoallv(s, inc, ind, MPI_DOUBLE, x, inc, ind, MPI_DOUBLE, line); });
+  persist("Neighbor_alltoallw_init",
+          [&](MPI_Request* q) { return MPI_Neighbor_alltoallw_init_c(s, nc, nb, nt, g, nc, nb, nt, line, i0, q); },
+          [&] { PMPI_Neighbor_alltoallw(s, inc, nb, nt, x, inc, nb, nt, line); });
   MPI_Comm_free(&line);
 }
 

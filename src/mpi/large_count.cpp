@@ -205,6 +205,28 @@ FERRY_REDUCE_C(MPI_Iexscan, (, MPI_Comm comm, MPI_Request* request), comm, reque
 FERRY_REDUCE_C(MPI_Reduce_scatter_block, (, MPI_Comm comm), comm)
 FERRY_REDUCE_C(MPI_Ireduce_scatter_block, (, MPI_Comm comm, MPI_Request* request), comm, request)
 
+// ---------------------------------------------------------------------------- persistent collectives
+
+// The MPI-4 inits (Ferry's stand-ins and plans behind the int ones, coll_standin.hpp): a type made
+// for a large count is kept, as every start uses it.
+int MPI_Bcast_init_c(void* buffer, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info,
+                     MPI_Request* request) {
+  FERRY_C1P(count, type, MPI_Bcast_init(buffer, c.count(), c.type(), root, comm, info, request));
+}
+#define FERRY_INIT_PARAMS , MPI_Info info, MPI_Request* request
+FERRY_SR_C(true, MPI_Gather_init, (, int root, MPI_Comm comm FERRY_INIT_PARAMS), root, comm, info, request)
+FERRY_SR_C(true, MPI_Scatter_init, (, int root, MPI_Comm comm FERRY_INIT_PARAMS), root, comm, info, request)
+FERRY_SR_C(true, MPI_Allgather_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_SR_C(true, MPI_Alltoall_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_SR_C(true, MPI_Neighbor_allgather_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_SR_C(true, MPI_Neighbor_alltoall_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_REDUCE_C(MPI_Allreduce_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_REDUCE_C(MPI_Reduce_init, (, int root, MPI_Comm comm FERRY_INIT_PARAMS), root, comm, info, request)
+FERRY_REDUCE_C(MPI_Scan_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_REDUCE_C(MPI_Exscan_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+FERRY_REDUCE_C(MPI_Reduce_scatter_block_init, (, MPI_Comm comm FERRY_INIT_PARAMS), comm, info, request)
+#undef FERRY_INIT_PARAMS
+
 }  // extern "C"
 
 #endif  // MPI_VERSION >= 4

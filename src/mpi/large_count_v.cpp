@@ -1,4 +1,5 @@
-// MPI-4's large-count v- and w-collectives (MPI_Alltoallv_c, ...; large_count.cpp has the others),
+// MPI-4's large-count v- and w-collectives (MPI_Alltoallv_c, ..., their persistent
+// MPI_*_init_c; large_count.cpp has the others),
 // served by Ferry's int entries: MPICH's mpi_f08 bindings call the _c forms for every call, and C
 // programs may, so without these GPU buffers would reach an MPI that cannot take them.
 //
@@ -16,6 +17,7 @@
 #include <climits>
 #include <ferry/gpu.hpp>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "mpi/coll.hpp"
@@ -63,14 +65,27 @@ coll::Degrees degrees(MPI_Comm comm, bool neighbourhood) {
   return neighbourhood ? coll::neighbors(comm) : coll::everyone(comm);
 }
 
+// A persistent init's int copies: every start reads them (the MPI's own request, or Ferry's plan
+// or stand-in) until MPI_Request_free, which Ferry does not see for the MPI's own requests, so
+// they are kept for the life of the process (a few ints per init call).
+void keep_for_good(std::shared_ptr<Ints> x) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<Ints>>();
+  std::lock_guard lock(mutex);
+  kept->push_back(std::move(x));
+}
+
 // Runs the int entry `call` where all fitted (keeping the copies for a non-blocking one's
-// request), else the MPI's own `own` on host buffers, else MPI_ERR_COUNT.
+// request, or for good after a persistent init), else the MPI's own `own` on host buffers, else
+// MPI_ERR_COUNT.
 template <class Call, class Own>
 int run(std::shared_ptr<Ints> x, const void* sendbuf, const void* recvbuf, MPI_Request* request,
-        Call call, Own own) {
+        bool persistent, Call call, Own own) {
   if (x->fits()) {
     const int rc = call();
-    if (rc == MPI_SUCCESS && request && *request != MPI_REQUEST_NULL) {
+    if (rc == MPI_SUCCESS && persistent) {
+      keep_for_good(x);
+    } else if (rc == MPI_SUCCESS && request && *request != MPI_REQUEST_NULL) {
       try {
         requests().keep(*request, x);
       } catch (...) {  // out of memory: the operation is under way, the copies must stay
@@ -89,7 +104,7 @@ int run(std::shared_ptr<Ints> x, const void* sendbuf, const void* recvbuf, MPI_R
 extern "C" {
 
 // Allgatherv and the neighbourhood form: the receive arrays, one entry per source.
-#define FERRY_ALLGATHERV_C(NAME, NEIGHBOURHOOD, PARAMS, TAIL, REQ)                             \
+#define FERRY_ALLGATHERV_C(NAME, NEIGHBOURHOOD, PARAMS, TAIL, REQ, PERSIST)             \
   int NAME##_c(const void* sb, MPI_Count sc, MPI_Datatype st, void* rb, const MPI_Count rcs[], \
                const MPI_Aint ds[], MPI_Datatype rt, MPI_Comm comm FERRY_UNPAREN PARAMS) {     \
     auto x = std::make_shared<Ints>();                                                         \
@@ -97,18 +112,21 @@ extern "C" {
     const int c = x->one(sc);                                                                  \
     const int *r = x->of(rcs, n), *d = x->of(ds, n);                                           \
     return run(                                                                                \
-        x, sb, rb, REQ, [&] { return NAME(sb, c, st, rb, r, d, rt, FERRY_UNPAREN TAIL); },     \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, c, st, rb, r, d, rt, FERRY_UNPAREN TAIL); },     \
         [&] { return P##NAME##_c(sb, sc, st, rb, rcs, ds, rt, FERRY_UNPAREN TAIL); });         \
   }
 
-FERRY_ALLGATHERV_C(MPI_Allgatherv, false, (), (comm), nullptr)
-FERRY_ALLGATHERV_C(MPI_Iallgatherv, false, (, MPI_Request* request), (comm, request), request)
-FERRY_ALLGATHERV_C(MPI_Neighbor_allgatherv, true, (), (comm), nullptr)
+FERRY_ALLGATHERV_C(MPI_Allgatherv, false, (), (comm), nullptr, false)
+FERRY_ALLGATHERV_C(MPI_Iallgatherv, false, (, MPI_Request* request), (comm, request), request, false)
+FERRY_ALLGATHERV_C(MPI_Neighbor_allgatherv, true, (), (comm), nullptr, false)
 FERRY_ALLGATHERV_C(MPI_Ineighbor_allgatherv, true, (, MPI_Request* request), (comm, request),
-                   request)
+                   request, false)
+// The persistent inits (MPI-4): their int copies are kept for good (keep_for_good).
+FERRY_ALLGATHERV_C(MPI_Allgatherv_init, false, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
+FERRY_ALLGATHERV_C(MPI_Neighbor_allgatherv_init, true, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
 // Alltoallv and the neighbourhood form (in place, the send arrays are not looked at).
-#define FERRY_ALLTOALLV_C(NAME, NEIGHBOURHOOD, PARAMS, TAIL, REQ)                               \
+#define FERRY_ALLTOALLV_C(NAME, NEIGHBOURHOOD, PARAMS, TAIL, REQ, PERSIST)               \
   int NAME##_c(const void* sb, const MPI_Count scs[], const MPI_Aint sds[], MPI_Datatype st,    \
                void* rb, const MPI_Count rcs[], const MPI_Aint rds[], MPI_Datatype rt,          \
                MPI_Comm comm FERRY_UNPAREN PARAMS) {                                            \
@@ -119,17 +137,19 @@ FERRY_ALLGATHERV_C(MPI_Ineighbor_allgatherv, true, (, MPI_Request* request), (co
               *sd = in_place ? nullptr : x->of(sds, dg.out);                                    \
     const int *r = x->of(rcs, dg.in), *rd = x->of(rds, dg.in);                                  \
     return run(                                                                                 \
-        x, sb, rb, REQ, [&] { return NAME(sb, s, sd, st, rb, r, rd, rt, FERRY_UNPAREN TAIL); }, \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, s, sd, st, rb, r, rd, rt, FERRY_UNPAREN TAIL); }, \
         [&] { return P##NAME##_c(sb, scs, sds, st, rb, rcs, rds, rt, FERRY_UNPAREN TAIL); });   \
   }
-FERRY_ALLTOALLV_C(MPI_Alltoallv, false, (), (comm), nullptr)
-FERRY_ALLTOALLV_C(MPI_Ialltoallv, false, (, MPI_Request* request), (comm, request), request)
-FERRY_ALLTOALLV_C(MPI_Neighbor_alltoallv, true, (), (comm), nullptr)
-FERRY_ALLTOALLV_C(MPI_Ineighbor_alltoallv, true, (, MPI_Request* request), (comm, request), request)
+FERRY_ALLTOALLV_C(MPI_Alltoallv, false, (), (comm), nullptr, false)
+FERRY_ALLTOALLV_C(MPI_Ialltoallv, false, (, MPI_Request* request), (comm, request), request, false)
+FERRY_ALLTOALLV_C(MPI_Neighbor_alltoallv, true, (), (comm), nullptr, false)
+FERRY_ALLTOALLV_C(MPI_Ineighbor_alltoallv, true, (, MPI_Request* request), (comm, request), request, false)
+FERRY_ALLTOALLV_C(MPI_Alltoallv_init, false, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
+FERRY_ALLTOALLV_C(MPI_Neighbor_alltoallv_init, true, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
 // Alltoallw: int byte displacements in the int interface; the neighbourhood form keeps MPI_Aint
 // ones.
-#define FERRY_ALLTOALLW_C(NAME, NEIGHBOURHOOD, DISPS, PARAMS, TAIL, REQ)                          \
+#define FERRY_ALLTOALLW_C(NAME, NEIGHBOURHOOD, DISPS, PARAMS, TAIL, REQ, PERSIST)          \
   int NAME##_c(const void* sb, const MPI_Count scs[], const MPI_Aint sds[],                       \
                const MPI_Datatype sts[], void* rb, const MPI_Count rcs[], const MPI_Aint rds[],   \
                const MPI_Datatype rts[], MPI_Comm comm FERRY_UNPAREN PARAMS) {                    \
@@ -141,21 +161,23 @@ FERRY_ALLTOALLV_C(MPI_Ineighbor_alltoallv, true, (, MPI_Request* request), (comm
     auto sd = DISPS(in_place ? nullptr : sds, dg.out);                                            \
     auto rd = DISPS(rds, dg.in);                                                                  \
     return run(                                                                                   \
-        x, sb, rb, REQ, [&] { return NAME(sb, s, sd, sts, rb, r, rd, rts, FERRY_UNPAREN TAIL); }, \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, s, sd, sts, rb, r, rd, rts, FERRY_UNPAREN TAIL); }, \
         [&] { return P##NAME##_c(sb, scs, sds, sts, rb, rcs, rds, rts, FERRY_UNPAREN TAIL); });   \
   }
 #define FERRY_INT_DISPS(a, n) x->of(a, n)
 #define FERRY_AINT_DISPS(a, n) (a)
-FERRY_ALLTOALLW_C(MPI_Alltoallw, false, FERRY_INT_DISPS, (), (comm), nullptr)
+FERRY_ALLTOALLW_C(MPI_Alltoallw, false, FERRY_INT_DISPS, (), (comm), nullptr, false)
 FERRY_ALLTOALLW_C(MPI_Ialltoallw, false, FERRY_INT_DISPS, (, MPI_Request* request), (comm, request),
-                  request)
-FERRY_ALLTOALLW_C(MPI_Neighbor_alltoallw, true, FERRY_AINT_DISPS, (), (comm), nullptr)
+                  request, false)
+FERRY_ALLTOALLW_C(MPI_Neighbor_alltoallw, true, FERRY_AINT_DISPS, (), (comm), nullptr, false)
 FERRY_ALLTOALLW_C(MPI_Ineighbor_alltoallw, true, FERRY_AINT_DISPS, (, MPI_Request* request),
-                  (comm, request), request)
+                  (comm, request), request, false)
+FERRY_ALLTOALLW_C(MPI_Alltoallw_init, false, FERRY_INT_DISPS, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
+FERRY_ALLTOALLW_C(MPI_Neighbor_alltoallw_init, true, FERRY_AINT_DISPS, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
 // Gatherv and Scatterv: the root's arrays, one entry per process (remote ones, across an
 // intercommunicator); elsewhere they are not looked at.
-#define FERRY_GATHERV_C(NAME, PARAMS, TAIL, REQ)                                                 \
+#define FERRY_GATHERV_C(NAME, PARAMS, TAIL, REQ, PERSIST)                                 \
   int NAME##_c(const void* sb, MPI_Count sc, MPI_Datatype st, void* rb, const MPI_Count rcs[],   \
                const MPI_Aint ds[], MPI_Datatype rt, int root,                                   \
                MPI_Comm comm FERRY_UNPAREN PARAMS) {                                             \
@@ -165,13 +187,14 @@ FERRY_ALLTOALLW_C(MPI_Ineighbor_alltoallw, true, FERRY_AINT_DISPS, (, MPI_Reques
     const int *r = who.root ? x->of(rcs, who.peers) : nullptr,                                   \
               *d = who.root ? x->of(ds, who.peers) : nullptr;                                    \
     return run(                                                                                  \
-        x, sb, rb, REQ, [&] { return NAME(sb, c, st, rb, r, d, rt, root, FERRY_UNPAREN TAIL); }, \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, c, st, rb, r, d, rt, root, FERRY_UNPAREN TAIL); }, \
         [&] { return P##NAME##_c(sb, sc, st, rb, rcs, ds, rt, root, FERRY_UNPAREN TAIL); });     \
   }
-FERRY_GATHERV_C(MPI_Gatherv, (), (comm), nullptr)
-FERRY_GATHERV_C(MPI_Igatherv, (, MPI_Request* request), (comm, request), request)
+FERRY_GATHERV_C(MPI_Gatherv, (), (comm), nullptr, false)
+FERRY_GATHERV_C(MPI_Igatherv, (, MPI_Request* request), (comm, request), request, false)
+FERRY_GATHERV_C(MPI_Gatherv_init, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
-#define FERRY_SCATTERV_C(NAME, PARAMS, TAIL, REQ)                                                \
+#define FERRY_SCATTERV_C(NAME, PARAMS, TAIL, REQ, PERSIST)                                \
   int NAME##_c(const void* sb, const MPI_Count scs[], const MPI_Aint ds[], MPI_Datatype st,      \
                void* rb, MPI_Count rc, MPI_Datatype rt, int root,                                \
                MPI_Comm comm FERRY_UNPAREN PARAMS) {                                             \
@@ -181,24 +204,26 @@ FERRY_GATHERV_C(MPI_Igatherv, (, MPI_Request* request), (comm, request), request
               *d = who.root ? x->of(ds, who.peers) : nullptr;                                    \
     const int c = x->one(rc);                                                                    \
     return run(                                                                                  \
-        x, sb, rb, REQ, [&] { return NAME(sb, s, d, st, rb, c, rt, root, FERRY_UNPAREN TAIL); }, \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, s, d, st, rb, c, rt, root, FERRY_UNPAREN TAIL); }, \
         [&] { return P##NAME##_c(sb, scs, ds, st, rb, rc, rt, root, FERRY_UNPAREN TAIL); });     \
   }
-FERRY_SCATTERV_C(MPI_Scatterv, (), (comm), nullptr)
-FERRY_SCATTERV_C(MPI_Iscatterv, (, MPI_Request* request), (comm, request), request)
+FERRY_SCATTERV_C(MPI_Scatterv, (), (comm), nullptr, false)
+FERRY_SCATTERV_C(MPI_Iscatterv, (, MPI_Request* request), (comm, request), request, false)
+FERRY_SCATTERV_C(MPI_Scatterv_init, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
 // Reduce_scatter: one count per process of this group.
-#define FERRY_REDUCE_SCATTER_C(NAME, PARAMS, TAIL, REQ)                                    \
+#define FERRY_REDUCE_SCATTER_C(NAME, PARAMS, TAIL, REQ, PERSIST)                    \
   int NAME##_c(const void* sb, void* rb, const MPI_Count rcs[], MPI_Datatype t, MPI_Op op, \
                MPI_Comm comm FERRY_UNPAREN PARAMS) {                                       \
     auto x = std::make_shared<Ints>();                                                     \
     const int* r = x->of(rcs, comm == MPI_COMM_NULL ? 0 : comm_size(comm));                \
     return run(                                                                            \
-        x, sb, rb, REQ, [&] { return NAME(sb, rb, r, t, op, FERRY_UNPAREN TAIL); },        \
+        x, sb, rb, REQ, PERSIST, [&] { return NAME(sb, rb, r, t, op, FERRY_UNPAREN TAIL); },        \
         [&] { return P##NAME##_c(sb, rb, rcs, t, op, FERRY_UNPAREN TAIL); });              \
   }
-FERRY_REDUCE_SCATTER_C(MPI_Reduce_scatter, (), (comm), nullptr)
-FERRY_REDUCE_SCATTER_C(MPI_Ireduce_scatter, (, MPI_Request* request), (comm, request), request)
+FERRY_REDUCE_SCATTER_C(MPI_Reduce_scatter, (), (comm), nullptr, false)
+FERRY_REDUCE_SCATTER_C(MPI_Ireduce_scatter, (, MPI_Request* request), (comm, request), request, false)
+FERRY_REDUCE_SCATTER_C(MPI_Reduce_scatter_init, (, MPI_Info info, MPI_Request* request), (comm, info, request), request, true)
 
 }  // extern "C"
 
