@@ -11,7 +11,8 @@ set(collectives test_mpi_collectives.cpp test_mpi_collectives.hpp test_mpi_colle
 set(host_sources test_mpi_interposer.cpp ${collectives} test_mpi_protocol.cpp
                  test_mpi_protocol_more.cpp test_mpi_protocol.hpp test_mpi_modes.cpp
                  test_mpi_refused.cpp test_mpi_stream.cpp mpi_gtest_main.cpp mpi_plain.c
-                 test_mpi_reorder.cpp test_mpi_reorder_cart.cpp test_mpi_large_count.cpp)
+                 test_mpi_reorder.cpp test_mpi_reorder_cart.cpp test_mpi_large_count.cpp
+                 test_mpi_refused_c.cpp)
 set(gpu_sources test_mpi_gpu.cpp test_mpi_gpu_ipc.cpp test_mpi_gpu.hpp
                 test_mpi_gpu_collectives.cpp ${collectives} test_mpi_modes.cpp test_mpi_refused.cpp
                 test_mpi_stream.cpp mpi_gtest_main.cpp mpi_static_cuda.cpp)

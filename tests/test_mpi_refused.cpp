@@ -26,7 +26,9 @@ namespace {
 
 const std::vector<std::string> kTable = {
 #define FERRY_REFUSED(group, name, ...) #name,
+#define FERRY_REFUSED_C(...)
 #include "mpi/refused.def"
+#undef FERRY_REFUSED_C
 #undef FERRY_REFUSED
 };
 
@@ -304,6 +306,7 @@ TEST(RefusedOnHost, EveryFileReadAndWrite) {
   }
   MPI_File_close(&fh);
 }
+
 
 #else  // FERRY_REFUSED_DEVICE
 

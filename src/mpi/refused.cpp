@@ -8,6 +8,8 @@
 #include "mpi/hot.hpp"
 #include "sys/error.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -16,11 +18,11 @@ namespace {
 
 using namespace ferry::mpi_detail;
 
-// `count` elements of `type` at `buf` are GPU memory.
-bool device(const void* buf, int count, MPI_Datatype type) {
+// `count` elements of `type` at `buf` are GPU memory (an int or, in the _c forms, an MPI_Count).
+bool device(const void* buf, long long count, MPI_Datatype type) {
   if (count <= 0 || !hot::gpu) return false;
   const int size = hot::named_size(type);
-  if (size >= 0 && hot::host_buffer(buf, count, size)) return false;
+  if (size >= 0 && hot::host_buffer(buf, static_cast<int>(std::min<long long>(count, INT_MAX)), size)) return false;
   return ferry::transport::route(buf, count, type).device();
 }
 
@@ -92,6 +94,13 @@ int guarded(const char* call, const char* group, const Handler& h, Checks checks
     return guarded(#name, #group, handler, [&]() -> const char* { checks return nullptr; }, \
                    [&] { return P##name args; });                                             \
   }
+// The large-count forms where the MPI has them (MPI-4).
+#if MPI_VERSION >= 4
+#define FERRY_REFUSED_C(...) FERRY_REFUSED(__VA_ARGS__)
+#else
+#define FERRY_REFUSED_C(...)
+#endif
 #include "mpi/refused.def"
+#undef FERRY_REFUSED_C
 #undef FERRY_REFUSED
 #undef BUF
