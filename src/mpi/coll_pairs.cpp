@@ -39,9 +39,14 @@ class Messages : public Flight {
       if (e == MPI_ERR_IN_STATUS) {
         for (const MPI_Status& s : statuses_)
           if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING && rc_ == MPI_SUCCESS) rc_ = s.MPI_ERROR;
-      } else if (e != MPI_SUCCESS && rc_ == MPI_SUCCESS) {
-        rc_ = e;
+      } else if (e != MPI_SUCCESS) {  // nothing said which: give up on all of them
+        if (rc_ == MPI_SUCCESS) rc_ = e;
+        return true;
       }
+      // After an error in one, MPI may leave others active (MPI_ERR_PENDING): they complete first,
+      // the buffers stay the application's until then.
+      for (MPI_Request r : requests)
+        if (r != MPI_REQUEST_NULL) return false;
       return true;
     }
     int count = 0;

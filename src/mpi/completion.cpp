@@ -3,6 +3,8 @@
 // stand-ins are swapped in for the call (persistent.hpp), blocking forms become a loop of their test
 // form that serves pending stub receives, and each completed request of Ferry's is finished
 // (Requests::complete: unpack, stub data, finish step).
+#include <optional>
+
 #include "mpi/boundary.hpp"
 #include "mpi/persistent.hpp"
 #include "mpi/requests.hpp"
@@ -81,6 +83,9 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
       rc = PMPI_Waitall(count, reqs, st.use);
       *flag = 1;
     } else {
+      // A wait for all: the stubs its passes fetch share their GPU waits (Requests::KeepOpen).
+      std::optional<Requests::KeepOpen> keep;
+      if (blocking) keep.emplace();
       for (;;) {
         rc = PMPI_Testall(count, reqs, flag, st.use);
         if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *flag || !blocking) break;

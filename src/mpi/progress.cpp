@@ -109,10 +109,20 @@ void Requests::fetch_stubs(std::vector<Arrived>& arrived, bool keep_open) {
   }
 }
 
+Requests::KeepOpen::~KeepOpen() {
+  on() = was_;
+  if (was_) return;  // an enclosing scope settles
+  try {
+    requests().settle_open(true);
+  } catch (...) {  // out of memory: what is left settles in a later call's progress
+  }
+}
+
 void Requests::settle_open(bool wait) {
   std::unique_lock stub_lock(stub_mutex_);
   if (open_.empty()) return;
   std::vector<Open> keep;
+  keep.reserve(open_.size());  // no allocation while batches are being settled
   for (Open& o : open_) {
     bool ready = wait;
     if (!ready) try {
@@ -191,7 +201,7 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
     MPI_Status st;
     if (PMPI_Request_get_status(r, &flag, &st) == MPI_SUCCESS && flag) arrived.push_back({r, id, st});
   }
-  if (!arrived.empty()) fetch_stubs(arrived, transport::ReceiveBatch::enabled());
+  if (!arrived.empty()) fetch_stubs(arrived, transport::ReceiveBatch::enabled() && KeepOpen::on());
   settle_open(false);
   // Generalized requests of Ferry's: their messages advanced, completed once all are done. Last:
   // a drive completes and frees requests of its own that the loops above may have listed.

@@ -135,7 +135,8 @@ class Requests {
   // `keep_open` (progress): the batch is not waited for here but stays open, its senders
   // unanswered, until a later pass finds its copies done or a completion needs its data
   // (settle_open): receives that arrive one after another then overlap their copies and no
-  // host wait blocks on each. Without it the batch settles before this returns.
+  // host wait blocks on each. Without it the batch settles before this returns. Progress keeps
+  // batches open only inside a KeepOpen scope.
   struct Arrived {
     MPI_Request r;
     std::uint64_t id;  // 0: the entry locate() finds
@@ -146,6 +147,24 @@ class Requests {
   // are answered and their requests' data is in place. Before any call that may block without
   // serving, the open batches settle with `wait` (a sender may be waiting for its answer).
   void settle_open(bool wait);
+  // Around a loop that runs progress until its requests complete (MPI_Waitall): the batches its
+  // passes fetch stay open between passes, and every one still open settles when the scope ends,
+  // so no sender waits for an answer after the call returns (the application's next call may block
+  // without serving). Elsewhere progress settles what it fetched before it returns.
+  class KeepOpen {
+   public:
+    KeepOpen() : was_(on()) { on() = true; }
+    ~KeepOpen();
+    KeepOpen(const KeepOpen&) = delete;
+    KeepOpen& operator=(const KeepOpen&) = delete;
+    static bool& on() {
+      static thread_local bool open = false;
+      return open;
+    }
+
+   private:
+    bool was_;
+  };
   void progress_for(std::thread::id owner) { progress_of(false, owner); }
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
   // PMPI_Start); activate() marks it started (after). False if the request is not ours.

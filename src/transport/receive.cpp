@@ -160,9 +160,11 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   }
   const char* first = static_cast<const char*>(mapped.get()) + s.offset;
   const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
+  // The batch's kernel copies only within this GPU (another needs peer access; cudaMemcpy does not).
+  ReceiveBatch* spans = batch && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
   if (batch && take > 0 &&
-      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream(), batch)
-                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), true, batch))) {
+      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream(), spans)
+                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), true, spans))) {
     batch->add(defer(ack, std::move(mapped), stype), wire::stream(), false);
     return;
   }
@@ -306,7 +308,12 @@ void ReceiveBatch::launch_spans() {
   if (spans_.empty()) return;
   std::vector<gpu::Span> spans;
   spans.swap(spans_);  // launched or failed: not again
-  gpu::copy_spans_async(spans.data(), spans.size(), span_stream_);
+  try {
+    gpu::copy_spans_async(spans.data(), spans.size(), span_stream_);
+  } catch (const Error& e) {  // those receives did not get their data: settle() reports it
+    if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
+    throw;
+  }
 }
 
 void ReceiveBatch::close() {

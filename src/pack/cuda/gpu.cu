@@ -329,15 +329,20 @@ struct SpanArgs {
   Span span[kSpansPerLaunch];
 };
 
-// Block row y copies span y, 16, 8 or 1 bytes per thread and step as both addresses allow.
+// Block row y copies span y in words of `Word`: the leading bytes up to the destination's word
+// boundary one by one (the source then shares it: the caller checked), the words, the tail.
 template <class Word>
 __device__ void copy_words(char* d, const char* s, unsigned long long n) {
-  const unsigned long long words = n / sizeof(Word);
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   const unsigned long long first = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (unsigned long long w = first; w < words; w += stride)
-    reinterpret_cast<Word*>(d)[w] = reinterpret_cast<const Word*>(s)[w];
-  for (unsigned long long b = words * sizeof(Word) + first; b < n; b += stride) d[b] = s[b];
+  const auto off = static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(d) % sizeof(Word));
+  const unsigned long long head = off == 0 ? 0 : sizeof(Word) - off < n ? sizeof(Word) - off : n;
+  if (first < head) d[first] = s[first];
+  const unsigned long long words = (n - head) / sizeof(Word);
+  Word* dw = reinterpret_cast<Word*>(d + head);
+  const Word* sw = reinterpret_cast<const Word*>(s + head);
+  for (unsigned long long w = first; w < words; w += stride) dw[w] = sw[w];
+  for (unsigned long long b = head + words * sizeof(Word) + first; b < n; b += stride) d[b] = s[b];
 }
 
 __global__ void copy_spans_kernel(SpanArgs a) {
@@ -345,9 +350,11 @@ __global__ void copy_spans_kernel(SpanArgs a) {
   char* d = static_cast<char*>(sp.dst);
   const char* s = static_cast<const char*>(sp.src);
   const auto n = static_cast<unsigned long long>(sp.bytes);
-  const auto both = reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s);
-  if (both % 16 == 0) copy_words<uint4>(d, s, n);
-  else if (both % 8 == 0) copy_words<unsigned long long>(d, s, n);
+  // The widest word both addresses reach together after the same number of leading bytes.
+  const auto apart = reinterpret_cast<std::uintptr_t>(d) ^ reinterpret_cast<std::uintptr_t>(s);
+  if (apart % 16 == 0) copy_words<uint4>(d, s, n);
+  else if (apart % 8 == 0) copy_words<unsigned long long>(d, s, n);
+  else if (apart % 4 == 0) copy_words<unsigned>(d, s, n);
   else copy_words<char>(d, s, n);
 }
 
