@@ -18,6 +18,7 @@
 #include <ferry/gpu.hpp>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "mpi/coll.hpp"
@@ -68,11 +69,28 @@ coll::Degrees degrees(MPI_Comm comm, bool neighbourhood) {
 // A persistent init's int copies: every start reads them (the MPI's own request, or Ferry's plan
 // or stand-in) until MPI_Request_free, which Ferry does not see for the MPI's own requests, so
 // they are kept for the life of the process (a few ints per init call).
-void keep_for_good(std::shared_ptr<Ints> x) {
-  static std::mutex mutex;
-  static auto* kept = new std::vector<std::shared_ptr<Ints>>();
-  std::lock_guard lock(mutex);
-  kept->push_back(std::move(x));
+struct ForGood {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<Ints>> kept;
+};
+ForGood& for_good() {
+  static auto* f = new ForGood();
+  return *f;
+}
+// Room for one more, made before the init (false: no memory, and no init is made).
+bool room_for_good() noexcept {
+  try {
+    std::lock_guard lock(for_good().mutex);
+    for_good().kept.reserve(for_good().kept.size() + 1);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+void keep_for_good(std::shared_ptr<Ints> x) noexcept {
+  std::lock_guard lock(for_good().mutex);
+  if (for_good().kept.size() < for_good().kept.capacity()) for_good().kept.push_back(std::move(x));
+  else new (std::nothrow) std::shared_ptr<Ints>(std::move(x));  // raced for the room: leaked instead
 }
 
 // Runs the int entry `call` where all fitted (keeping the copies for a non-blocking one's
@@ -82,6 +100,7 @@ template <class Call, class Own>
 int run(std::shared_ptr<Ints> x, const void* sendbuf, const void* recvbuf, MPI_Request* request,
         bool persistent, Call call, Own own) {
   if (x->fits()) {
+    if (persistent && !room_for_good()) return MPI_ERR_NO_MEM;
     const int rc = call();
     if (rc == MPI_SUCCESS && persistent) {
       keep_for_good(x);
