@@ -530,12 +530,9 @@ std::unique_ptr<Outgoing> send(const Route& r, Mode mode, int dest, int tag, MPI
 // stub (kStubBytes from a rank that uses the protocol, with the job's magic), the data is moved
 // into the target now (`received`: the bytes that arrived, in staging, or null when they arrived
 // in the target itself), the sender answered and the status fixed; returns true and sets *rc
-// (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit).
-//
-// With `batch`, a receive that moves its data with one copy or kernel (IPC, local) leaves its wait
-// for the GPU, and the acknowledgement that follows it, to the batch: the stubs that arrive
-// together then cost one host-waited GPU operation, not one each. The data is in place, and *rc
-// final, only once the batch has settled.
+// (MPI_SUCCESS, or MPI_ERR_TRUNCATE when the real message does not fit). With `batch`, a receive
+// that moves its data with one copy or kernel (IPC, local) leaves its GPU wait and its answer to
+// the batch (data in place, *rc final, once the batch has settled).
 class ReceiveBatch;
 bool receive(const Target& to, const void* received, const Ranks& ranks, MPI_Status* st, int* rc,
              ReceiveBatch* batch = nullptr);
@@ -547,25 +544,19 @@ class ReceiveBatch {
   ~ReceiveBatch();  // settles
   ReceiveBatch(const ReceiveBatch&) = delete;
   ReceiveBatch& operator=(const ReceiveBatch&) = delete;
-  // Waits once for every stream with queued copies, then answers their senders (whatever the wait
-  // said: a sender must never wait for ever) and lets their mappings go. Returns MPI_SUCCESS, or
-  // the error class of a failed wait; a later settle() returns it again.
+  // Waits once for the queued copies, then answers every sender (whatever the wait said) and lets
+  // the mappings go. MPI_SUCCESS, or the error class of a failure (kept for later calls).
   int settle() noexcept;
-  // No more receives join: an event after the queued copies lets done() tell, without waiting,
-  // whether the data is in place. Throws ferry::Error.
+  // No more receives join: an event after the copies lets done() tell, without waiting, whether
+  // the data is in place (then settle() does not wait). Both throw ferry::Error.
   void close();
-  // Every queued copy has finished (after close(); true when none is queued): settle() then does
-  // not wait. Throws ferry::Error.
   bool done() const;
-  // Receives queued since the batch began (a receive() that added to it was deferred).
-  std::size_t size() const { return queued_; }
-  // FERRY_BATCH_RECEIVE.
-  static bool enabled();
+  std::size_t size() const { return queued_; }  // receives deferred so far
+  static bool enabled();                          // FERRY_BATCH_RECEIVE
 
-  struct Held;  // one deferred receive: its acknowledgement and its mapping (receive.cpp)
+  struct Held;  // one deferred receive: its answer and its mapping (receive.cpp)
   void add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy);
-  // A contiguous device-to-device copy on `s`, launched with the batch's other such copies as one
-  // kernel (gpu::copy_spans_async) when the batch closes or settles.
+  // A contiguous copy on `s`, launched with the others as one copy_spans_async at close or settle.
   void add_span(const gpu::Span& span, gpu::Stream s);
 
  private:
@@ -601,9 +592,8 @@ bool async_receive();
 void reclaim(bool all = false);
 
 // Messages this process sent and received with each stub method so far (tests, benchmarks).
-struct Counters {
-  long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0;
-  long batched = 0, batch_waits = 0;  // receives a ReceiveBatch waited for, and its waits
+struct Counters {  // batched: receives a ReceiveBatch waited for; batch_waits: its waits
+  long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0, batched = 0, batch_waits = 0;
 };
 Counters counters();
 
