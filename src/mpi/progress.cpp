@@ -110,8 +110,7 @@ void Requests::fetch_stubs(std::vector<Arrived>& arrived, bool keep_open) {
 }
 
 Requests::KeepOpen::~KeepOpen() {
-  on() = was_;
-  if (was_) return;  // an enclosing scope settles
+  if (!outermost()) return;  // the enclosing scope settles
   try {
     requests().settle_open(true);
   } catch (...) {  // out of memory: what is left settles in a later call's progress

@@ -87,7 +87,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
   const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
   std::unique_lock stub_lock(stub_mutex_);  // an early fetch of this request may be under way
-  if (in_flight(r)) settle_open(true);  // its data must be in place before MPI says it completed
+  if (!open_.empty() && in_flight(r)) settle_open(true);  // its data in place before MPI says so
   Pending p;
   {
     std::lock_guard lock(mutex_);
@@ -136,7 +136,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
 
 void Requests::deliver_early(MPI_Request r, MPI_Status* st) {
   std::unique_lock stub_lock(stub_mutex_);
-  if (in_flight(r)) settle_open(true);
+  if (!open_.empty() && in_flight(r)) settle_open(true);
   Pending p;
   {
     std::lock_guard lock(mutex_);

@@ -21,6 +21,20 @@ namespace ferry::mpi_detail {
 
 namespace transport = ferry::transport;
 
+// A thread's flag, set for a scope (a nested scope leaves it set; the outermost clears it).
+class ScopedFlag {
+ public:
+  explicit ScopedFlag(bool& flag) : flag_(flag), was_(flag) { flag = true; }
+  ~ScopedFlag() { flag_ = was_; }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+  bool outermost() const { return !was_; }
+
+ private:
+  bool& flag_;
+  bool was_;
+};
+
 // The staging pool: pinned, mapped host memory (copies still queued there return first).
 inline transport::Pool& pool() {
   transport::reclaim();
@@ -151,19 +165,14 @@ class Requests {
   // passes fetch stay open between passes, and every one still open settles when the scope ends,
   // so no sender waits for an answer after the call returns (the application's next call may block
   // without serving). Elsewhere progress settles what it fetched before it returns.
-  class KeepOpen {
+  class KeepOpen : ScopedFlag {
    public:
-    KeepOpen() : was_(on()) { on() = true; }
+    KeepOpen() : ScopedFlag(on()) {}
     ~KeepOpen();
-    KeepOpen(const KeepOpen&) = delete;
-    KeepOpen& operator=(const KeepOpen&) = delete;
     static bool& on() {
       static thread_local bool open = false;
       return open;
     }
-
-   private:
-    bool was_;
   };
   void progress_for(std::thread::id owner) { progress_of(false, owner); }
   // MPI_Start of one of our persistent requests: a send packs the user's buffer now (before
@@ -203,19 +212,13 @@ Requests& requests();
 // calls do not serve: the blocks that arrive meanwhile are fetched together once every message is
 // out, and the later sends are not held up behind the fetches of earlier arrivals (which delayed a
 // 4-rank MPI_Alltoallv's last send by 40-90 us on the H200).
-class Posting {
+class Posting : ScopedFlag {
  public:
-  Posting() : was_(on()) { on() = true; }
-  ~Posting() { on() = was_; }
-  Posting(const Posting&) = delete;
-  Posting& operator=(const Posting&) = delete;
+  Posting() : ScopedFlag(on()) {}
   static bool& on() {
     static thread_local bool posting = false;
     return posting;
   }
-
- private:
-  bool was_;
 };
 
 // Serve pending stub receives (cheap when there are none): on entry to calls that may block.

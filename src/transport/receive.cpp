@@ -69,7 +69,9 @@ const void* at(const void* p, i64 offset) {
 // `scount` elements of `stype` at `sorigin` (GPU memory: this process's, or a peer's mapped over
 // IPC), `sbytes` in all, into the target, of which `take` bytes fit, queued on `s` when the whole
 // message lands in whole elements of GPU memory: one copy or one kernel from the sender's layout
-// straight into the receiver's. False (nothing queued) otherwise.
+// straight into the receiver's. False (nothing queued) otherwise. `device_source`: the source is
+// device memory; `spans`: a batch whose kernel takes a contiguous copy (the source then is GPU
+// memory of this GPU).
 bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take, const Target& to,
                  gpu::Stream s, bool device_source, ReceiveBatch* spans = nullptr) {
   const Type& rt = *to.type;
@@ -79,7 +81,7 @@ bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes,
   char* rfirst = to.element(0) + rt.true_lb();
   if (stype.dense() && rt.dense()) {
     // Said device to device where it is: cudaMemcpyDefault asks the driver about both pointers.
-    if (device_source && spans) spans->add_span({rfirst, sfirst, take}, s);
+    if (spans) spans->add_span({rfirst, sfirst, take}, s);
     else if (device_source) gpu::copy_d2d_async(rfirst, sfirst, take, s);
     else gpu::copy_async(rfirst, sfirst, take, s);
   } else if (rt.dense()) {
