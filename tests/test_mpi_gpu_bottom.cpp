@@ -3,13 +3,16 @@
 // of such a message is that of the blocks its type touches, decided once in the route. Each block
 // lies in its own cudaMalloc allocation. Checked in MPI_Pack / MPI_Unpack, point-to-point (either
 // side, both sides) and collectives (MPI_Bcast, MPI_Allgather, MPI_Gather), against values the
-// host computes; 2 ranks, each on GPU rank % devices. Exits 77 (skipped) where there is no GPU.
+// host computes, and large ones over IPC, several in flight; 2 ranks, each on GPU rank % devices.
+// Exits 77 (skipped) where there is no GPU.
 // Limit (docs/design.md): a collective's host mirror spans the bytes between the blocks, so the
 // allocations here are small ones (the driver sub-allocates them from one region); blocks in
 // allocations far apart would make the mirror as large as the distance between them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <ferry/ferry_mpi.h>
 
 #include "mpi_pairs.hpp"
 
@@ -181,6 +184,75 @@ TEST_F(Bottom, Collectives) {
     EXPECT_EQ(got, want);
   }
   CUDA_OK(cudaFree(all));
+  MPI_Barrier(pair_comm());
+}
+
+// Packed structs over IPC, several in flight: a struct over two large allocations cannot be read
+// by the receiver in place, so the sender packs it into a staging buffer and does not wait for the
+// pack (an interprocess event the receiver's stream waits for). Four sends are posted before any
+// receive, the receives in the reverse order; each message carries other values and lies in
+// other parts of the allocations.
+TEST_F(Bottom, PackedStructsInFlightOverIpc) {
+  const int me = pair_rank(), other = 1 - me;
+  constexpr int kMessages = 4, kRows = 4096, kLen = 3, kPitch = 8;  // a halo face's 24 B rows
+  constexpr std::size_t kArray = std::size_t{kMessages} * kRows * kPitch;  // doubles per allocation
+  constexpr int kPacked = 2 * kRows * kLen;                            // doubles per message
+  double* arrays[2] = {nullptr, nullptr};
+  for (double*& a : arrays) CUDA_OK(cudaMalloc(&a, kArray * sizeof(double)));
+  auto value = [](int k, std::size_t i) { return 1.0e7 * (k + 1) + static_cast<double>(i); };
+  std::vector<MPI_Datatype> types(kMessages);
+  MPI_Datatype rows;
+  MPI_Type_vector(kRows, kLen, kPitch, MPI_DOUBLE, &rows);
+  for (int m = 0; m < kMessages; ++m) {
+    MPI_Aint at[2];
+    for (int k = 0; k < 2; ++k) MPI_Get_address(arrays[k] + std::size_t{1} * m * kRows * kPitch + k, &at[k]);
+    int lens[2] = {1, 1};
+    MPI_Datatype both[2] = {rows, rows};
+    MPI_Type_create_struct(2, lens, at, both, &types[static_cast<std::size_t>(m)]);
+    MPI_Type_commit(&types[static_cast<std::size_t>(m)]);
+  }
+  ASSERT_EQ(ferry_mpi_force_method("ipc"), 0);
+  const long sent0 = ferry_mpi_ipc_sent();
+  std::vector<MPI_Request> r(kMessages);
+  if (me == 0) {
+    std::vector<double> v(kArray);
+    for (int k = 0; k < 2; ++k) {
+      for (std::size_t i = 0; i < kArray; ++i) v[i] = value(k, i);
+      CUDA_OK(cudaMemcpy(arrays[k], v.data(), kArray * sizeof(double), cudaMemcpyHostToDevice));
+    }
+    for (int m = 0; m < kMessages; ++m)
+      ASSERT_EQ(MPI_Isend(MPI_BOTTOM, 1, types[static_cast<std::size_t>(m)], other, m, pair_comm(),
+                          &r[static_cast<std::size_t>(m)]),
+                MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(kMessages, r.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(ferry_mpi_ipc_sent() - sent0, kMessages);
+  } else {
+    double* got = nullptr;
+    CUDA_OK(cudaMalloc(&got, std::size_t{kMessages} * kPacked * sizeof(double)));
+    CUDA_OK(cudaMemset(got, 0, std::size_t{kMessages} * kPacked * sizeof(double)));
+    for (int m = kMessages - 1; m >= 0; --m)
+      ASSERT_EQ(MPI_Irecv(got + std::size_t{1} * m * kPacked, kPacked, MPI_DOUBLE, other, m, pair_comm(),
+                          &r[static_cast<std::size_t>(m)]),
+                MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(kMessages, r.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    std::vector<double> back(std::size_t{kMessages} * kPacked);
+    CUDA_OK(cudaMemcpy(back.data(), got, back.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    std::size_t wrong = 0, at = 0;
+    for (int m = 0; m < kMessages; ++m)
+      for (int k = 0; k < 2; ++k)
+        for (int row = 0; row < kRows; ++row)
+          for (int j = 0; j < kLen; ++j, ++at) {
+            const std::size_t i = std::size_t{1} * m * kRows * kPitch + static_cast<std::size_t>(k) +
+                                  static_cast<std::size_t>(row) * kPitch + static_cast<std::size_t>(j);
+            wrong += back[at] != value(k, i);
+          }
+    EXPECT_EQ(wrong, 0u);
+    CUDA_OK(cudaFree(got));
+  }
+  ferry_mpi_force_method(nullptr);
+  for (MPI_Datatype& t : types) MPI_Type_free(&t);
+  MPI_Type_free(&rows);
+  for (double* a : arrays) CUDA_OK(cudaFree(a));
   MPI_Barrier(pair_comm());
 }
 

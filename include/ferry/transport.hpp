@@ -443,7 +443,7 @@ bool use_passthrough(const std::string& knob, CudaAware mpi);
 // methods (ipc, local) and the pipelined one is announced by a stub of kStubBytes on the
 // application's communicator and tag, so matching, wildcards, order and truncation stay the MPI's;
 // the data, acknowledgements and chunks travel on a private duplicate of MPI_COMM_WORLD.
-constexpr int kStubBytes = 160;
+constexpr int kStubBytes = 232;
 // Non-blocking receives into host memory smaller than this never look for a stub, so no send
 // below it uses a stub (receives into GPU memory, and blocking ones of kStubBytes or more, check
 // whatever their size).

@@ -152,9 +152,12 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
     stype = wire::describe().known(sw, s.type_key);
   }
   mapped = ipc_cache().open(s.sender, s.base, s.alloc_id, s.handle);
-  if (!mapped || (s.type_key != 0 && !stype)) {
+  // A pack the sender did not wait for: this process's stream waits for its event first.
+  const gpu::Event ready = mapped && (s.flags & wire::kReady) ? wire::ready().opened(s) : nullptr;
+  if (!mapped || (s.type_key != 0 && !stype) || ((s.flags & wire::kReady) && !ready)) {
     // The handle did not open here (another node's, or the allocation is mapped in this process
-    // already: IpcCache), or the layout is not known: the data comes staged.
+    // already: IpcCache), the layout is not known, or the pack's event did not open: the data
+    // comes staged.
     ack.need_data();
     if (batch) batch->settle();  // the staged data may come from a sender waiting for an answer
     receive_staged(s, sw, take, to);
@@ -163,13 +166,17 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   const char* first = static_cast<const char*>(mapped.get()) + s.offset;
   const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
   // The batch's kernel copies only within this GPU (another needs peer access; cudaMemcpy does not).
-  ReceiveBatch* spans = batch && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
+  // A copy after a pack not done yet goes on a stream of its own (a few in turn) after its event.
+  ReceiveBatch* spans = batch && !ready && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
+  const gpu::Stream on = ready && batch ? wire::ready().stream() : wire::stream();
+  if (ready && batch) gpu::stream_wait_event(on, ready);
   if (batch && take > 0 &&
-      (s.type_key == 0 ? queue_packed(first, take, to, wire::stream(), spans)
-                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), true, spans))) {
-    batch->add(defer(ack, std::move(mapped), stype), wire::stream(), false);
+      (s.type_key == 0 ? queue_packed(first, take, to, on, spans)
+                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, on, true, spans))) {
+    batch->add(defer(ack, std::move(mapped), stype), on, false);
     return;
   }
+  if (ready) gpu::sync_event(ready);
   if (s.type_key == 0) {
     methods::deliver_packed(first, take, to);
   } else {

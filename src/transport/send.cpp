@@ -73,6 +73,7 @@ class Rendezvous : public Outgoing {
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Wait(&data_request_, MPI_STATUS_IGNORE);
     if (local_) methods::local_drop(stub_.seq);
     if (staging_) device_pool(staging_device_).put(staging_);
+    if (ready_slot_ >= 0) wire::ready().give_back(ready_slot_);
   }
   // After the acknowledgement: the stub's (and description's) sends end; the data goes staged on
   // the private communicator if the receiver could not reach it.
@@ -123,6 +124,7 @@ class Rendezvous : public Outgoing {
     host_ = std::make_unique<Buffer>(pinned_pool(), stub_.bytes);
     try {
       if (staging_) {
+        if (ready_slot_ >= 0) wire::ready().sync(ready_slot_);  // the pack was not waited for
         gpu::copy(host_->get(), staging_, stub_.bytes);
       } else {
         stage(route_, host_->get());
@@ -146,6 +148,7 @@ class Rendezvous : public Outgoing {
   std::shared_ptr<const std::vector<char>> description_;
   void* staging_ = nullptr;  // a device pool buffer the data was packed into
   int staging_device_ = -1;
+  int ready_slot_ = -1;  // the event recorded after packing into staging_ (wire::Ready)
   bool local_ = false;
 };
 
@@ -162,7 +165,10 @@ std::unique_ptr<Outgoing> send_ipc(const Route& r, Mode mode, int dest, int tag,
     f->staging_device_ = gpu::this_device();
     f->staging_ = device_pool(f->staging_device_).get(r.bytes);
     gpu::pack_async(r.origin, r.count, t, f->staging_, wire::stream());
-    gpu::sync_stream(wire::stream());
+    // Not waited for: the receiver's stream waits for this event (wire::kReady), so a process's
+    // packs queue back to back while the stubs travel.
+    f->ready_slot_ = wire::ready().record(wire::stream());
+    if (f->ready_slot_ < 0) gpu::sync_stream(wire::stream());
     src = f->staging_;
     a = gpu::allocation_of(f->staging_);
   }
@@ -174,6 +180,7 @@ std::unique_ptr<Outgoing> send_ipc(const Route& r, Mode mode, int dest, int tag,
   s.offset = e.offset;
   s.base = e.base;
   s.alloc_id = e.id;
+  if (f->ready_slot_ >= 0) wire::ready().stamp(f->ready_slot_, &s);
   if (d) {
     s.type_key = d->key;
     s.count = r.count;

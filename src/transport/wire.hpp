@@ -4,6 +4,8 @@
 
 #include <ferry/transport.hpp>
 
+#include "gpu/runtime.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -13,7 +15,7 @@
 
 namespace ferry::transport::wire {
 
-constexpr std::uint32_t kVersion = 3;
+constexpr std::uint32_t kVersion = 4;
 // Stub kinds.
 constexpr std::uint32_t kIpc = 1;
 constexpr std::uint32_t kPipelined = 2;
@@ -21,6 +23,9 @@ constexpr std::uint32_t kLocal = 3;
 // Stub flags. kDescribed: the sender's type description follows on the private communicator
 // (desc_tag), the first time this receiver meets the type.
 constexpr std::uint32_t kDescribed = 1;
+// kReady: the data was packed into a staging buffer by the sender's stream, which the sender did
+// not wait for: the receiver's stream waits for the interprocess event `ready` (Ready) first.
+constexpr std::uint32_t kReady = 2;
 
 // The acknowledgement: {kAckDone or kAckNeedData, the receiver's GPU (device_key, 0: host memory)}.
 constexpr std::uint64_t kAckDone = 0;      // the receiver has the data
@@ -45,8 +50,36 @@ struct Stub {
   std::int64_t count;    // sender elements (typed ipc); pipelined: sender elements per chunk
   IpcHandle handle;
   std::uint64_t gpu;     // the sender's GPU (ferry::gpu::device_key; 0: host memory)
+  std::int64_t ready_slot;      // kReady: the sender's event slot
+  gpu::IpcEventHandle ready;    // kReady: that event's handle
 };
 static_assert(sizeof(Stub) == kStubBytes, "the stub's size is part of the protocol");
+
+// The interprocess events of kReady stubs. A sender records one after packing into a staging
+// buffer instead of waiting for the pack; the slot is the message's until its receiver answers
+// (the events are never destroyed, so a handle a receiver opened stays valid). A receiver opens
+// each sender's slot once and keeps it.
+class Ready {
+ public:
+  // A free slot of the current device, recorded on `s` now; -1 where this process cannot make
+  // interprocess events (then the sender waits for `s` itself).
+  int record(gpu::Stream s);
+  // Marks `stub` as kReady on `slot`'s event.
+  void stamp(int slot, Stub* stub);
+  void sync(int slot);           // waits on the host for the slot's last record
+  void give_back(int slot) noexcept;
+  // The receiver's copy of the stub's event; null where it cannot be opened here.
+  gpu::Event opened(const Stub& stub);
+  // A stream of the current device for the copy after such an event, in turn among a few, so
+  // that a pack not done yet holds up only the receives behind it on its own stream.
+  gpu::Stream stream();
+
+ private:
+  struct Slot;
+  struct Impl;
+  Impl& impl();
+};
+Ready& ready();
 
 // The protocol's state, set once by start_protocol().
 struct State {
