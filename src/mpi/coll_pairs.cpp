@@ -17,9 +17,6 @@ namespace env = ferry::detail::env;
 
 namespace {
 
-// Above the rounds of Ferry's barrier, which shares the private communicator.
-constexpr int kTagBase = 1 << 12;
-
 std::atomic<long> made{0};
 std::atomic<int> forced{-1};
 
@@ -254,11 +251,12 @@ MPI_Comm channel_of(MPI_Comm comm, const Plan& plan) {
 
 std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   const Peers& p = plan.peers;
-  const std::vector<Block>&sends = plan.sends, &recvs = plan.recvs;
+  const std::shared_ptr<const Legs> legs_made = plan.legs ? plan.legs : legs(plan, true);
+  const Legs& l = *legs_made;
   const MPI_Comm dup = channel_of(comm, plan);
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
-  m->requests.reserve(sends.size() + recvs.size());
+  m->requests.reserve(l.sends.size() + l.recvs.size());
   Posting posting;  // every message out before any arrival is fetched
   auto started = [&](int rc) {
     if (rc != MPI_SUCCESS) {  // what was posted completes first: the buffers stay the application's
@@ -267,27 +265,20 @@ std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
       throw ferry::Error(rc, "a message of a collective could not start");
     }
   };
-  for (std::size_t j = 0; j < recvs.size(); ++j) {
-    const Block& b = recvs[j];
-    if (p.in[j] == MPI_PROC_NULL || empty(b)) continue;
+  for (const Leg& g : l.recvs) {
     MPI_Request r = MPI_REQUEST_NULL;
-    started(p2p::irecv(b.buf, b.count, b.type, p.in[j], p.in_tag[j], dup, &r));
+    started(p2p::irecv(g.block.buf, g.block.count, g.block.type, g.peer, g.tag, dup, &r));
     m->requests.push_back(r);
   }
   // In turn from this process's own position (its own block first in MPI_Alltoall), so that the
   // processes do not all send to the same one at once.
-  const std::size_t n = sends.size();
   const bool counting = transport::initialized();
   const int me = counting ? transport::world_rank(comm, comm_rank(comm)) : 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = (p.first + k) % n;
-    const Block& b = sends[i];
-    if (p.out[i] == MPI_PROC_NULL || empty(b)) continue;
+  for (const Leg& g : l.sends) {
     MPI_Request r = MPI_REQUEST_NULL;
-    started(p2p::isend(p2p::kSend, b.buf, b.count, b.type, p.out[i], p.out_tag[i], dup, &r));
+    started(p2p::isend(p2p::kSend, g.block.buf, g.block.count, g.block.type, g.peer, g.tag, dup, &r));
     m->requests.push_back(r);
-    if (counting && !p.inter &&
-        !transport::world().same_node(me, transport::world_rank(comm, p.out[i])))
+    if (counting && !p.inter && !transport::world().same_node(me, transport::world_rank(comm, g.peer)))
       count_crossing();
   }
   return m;
@@ -327,6 +318,7 @@ int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
   plan.owned = kept;
   // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
   std::shared_ptr<const Aggregation> agg = plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
+  if (!agg) plan.legs = legs(plan, false);
   return standin::install(comm, request, [comm, plan = std::move(plan), agg](MPI_Request* started) {
     return finish(agg ? post(comm, agg) : post(comm, plan), started);
   });

@@ -88,6 +88,28 @@ void forget(MPI_Comm comm);
 // were (1) or were not (0) GPU memory; -1: its buffers say.
 void set_wish(int wish);
 
+// The messages of a call (coll_merge.cpp): one per ordered pair of processes. A peer's blocks go
+// as they are where there is one; several go as ONE message, one element of a struct type of
+// their absolute addresses (from MPI_BOTTOM) tagged kMergedTag, their bytes in the order of the
+// blocks' tags, then of the blocks: the same order at both ends, since a block's tag names the
+// direction it travels in. Both ends merge alike, as MPI makes each pair's blocks agree (empty or
+// not, the same bytes). A merge of more than INT_MAX bytes stays apart.
+constexpr int kTagBase = 1 << 12;  // above the rounds of Ferry's barrier, on the same communicator
+constexpr int kMergedTag = kTagBase + 1024;  // above the cartesian direction tags
+struct Leg {
+  int peer;
+  int tag;
+  Block block;
+};
+struct Legs {
+  std::vector<Leg> sends, recvs;  // sends in turn from this process's own position
+  std::vector<std::shared_ptr<void>> owned;  // the merged types (freed with their last user)
+};
+struct Plan;
+// The legs of `plan`. `cached`: merged types are also kept in a table for later calls with the
+// same blocks (a call's own; a persistent plan makes its own once).
+std::shared_ptr<const Legs> legs(const Plan& plan, bool cached);
+
 // A call's peers and blocks. A persistent one has its own duplicate of the communicator for its
 // messages (`channel`: MPI lets persistent collectives start in different orders on different
 // processes, so they must not share tags) and its own duplicates of the application's derived
@@ -98,6 +120,7 @@ struct Plan {
   bool wanted = false;  // Ferry's messages would take it here (see wanted())
   MPI_Comm channel = MPI_COMM_NULL;
   std::shared_ptr<void> owned;
+  std::shared_ptr<const Legs> legs;  // a persistent plan's, made once
 };
 // The communicator a plan's messages travel on.
 MPI_Comm channel_of(MPI_Comm comm, const Plan& plan);
