@@ -101,13 +101,29 @@ std::shared_ptr<const Type> object_of(MPI_Datatype t) {
 // blocks, which is the same order at both ends (the block that goes down a cartesian dimension
 // arrives in the slot from above, and both carry the tag of going down).
 void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const std::vector<int>& tag,
-          std::size_t first, bool cached, std::vector<Leg>* out, Legs* owner) {
+          std::size_t first, bool repeats, bool cached, std::vector<Leg>* out, Legs* owner) {
   const std::size_t n = blocks.size();
-  std::map<int, std::vector<std::size_t>> by_peer;
-  std::vector<int> order;  // peers in turn from block `first` on
+  out->reserve(n);
+  std::vector<std::size_t> live;  // the blocks with data, in turn from block `first` on
+  live.reserve(n);
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (first + k) % n;
-    if (peer[i] == MPI_PROC_NULL || empty(blocks[i])) continue;
+    if (peer[i] != MPI_PROC_NULL && !empty(blocks[i])) live.push_back(i);
+  }
+  if (repeats) {  // a neighbourhood's peers may repeat
+    std::vector<int> seen;
+    seen.reserve(live.size());
+    for (std::size_t i : live) seen.push_back(peer[i]);
+    std::sort(seen.begin(), seen.end());
+    repeats = std::adjacent_find(seen.begin(), seen.end()) != seen.end();
+  }
+  if (!repeats) {  // every block to its own peer (MPI_Alltoall(v/w), most rings): as they are
+    for (std::size_t i : live) out->push_back({peer[i], tag[i], blocks[i]});
+    return;
+  }
+  std::map<int, std::vector<std::size_t>> by_peer;
+  std::vector<int> order;  // peers in turn
+  for (std::size_t i : live) {
     auto& v = by_peer[peer[i]];
     if (v.empty()) order.push_back(peer[i]);
     v.push_back(i);
@@ -154,8 +170,8 @@ void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const 
 std::shared_ptr<const Legs> legs(const Plan& plan, bool cached) {
   const Peers& p = plan.peers;
   auto l = std::make_shared<Legs>();
-  side(plan.recvs, p.in, p.in_tag, 0, cached, &l->recvs, l.get());
-  side(plan.sends, p.out, p.out_tag, p.first, cached, &l->sends, l.get());
+  side(plan.recvs, p.in, p.in_tag, 0, p.neighbourhood, cached, &l->recvs, l.get());
+  side(plan.sends, p.out, p.out_tag, p.first, p.neighbourhood, cached, &l->sends, l.get());
   return l;
 }
 
