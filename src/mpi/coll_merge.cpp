@@ -118,7 +118,7 @@ void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const 
     repeats = std::adjacent_find(seen.begin(), seen.end()) != seen.end();
   }
   if (!repeats) {  // every block to its own peer (MPI_Alltoall(v/w), most rings): as they are
-    for (std::size_t i : live) out->push_back({peer[i], tag[i], blocks[i]});
+    for (std::size_t i : live) out->push_back({peer[i], tag[i], blocks[i], {}});
     return;
   }
   std::map<int, std::vector<std::size_t>> by_peer;
@@ -133,34 +133,39 @@ void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const 
     std::sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) {
       return tag[a] != tag[b] ? tag[a] < tag[b] : a < b;
     });
+    // The pair's bytes, from 64-bit sizes (a type over 2 GiB has no int size), equal at both ends.
     i64 bytes = 0;
-    for (std::size_t i : v) bytes += i64{blocks[i].count} * type_size(blocks[i].type);
+    for (std::size_t i : v) {
+      MPI_Count size = 0;
+      if (PMPI_Type_size_x(blocks[i].type, &size) != MPI_SUCCESS || size < 0) bytes = i64{INT_MAX} + 1;
+      else bytes += i64{blocks[i].count} * static_cast<i64>(size);
+    }
     if (v.size() == 1 || bytes > INT_MAX) {  // as they are (one message each, each its own tag)
-      for (std::size_t i : v) out->push_back({p, tag[i], blocks[i]});
+      for (std::size_t i : v) out->push_back({p, tag[i], blocks[i], {}});
       continue;
     }
     std::vector<const Block*> parts;
     for (std::size_t i : v) parts.push_back(&blocks[i]);
     std::shared_ptr<Made> m;
-    if (cached) {
-      Merges::Key key;
-      std::vector<std::shared_ptr<const Type>> objects;
-      for (const Block* b : parts) {
-        objects.push_back(object_of(b->type));
-        key.insert(key.end(), {reinterpret_cast<std::uintptr_t>(b->buf), static_cast<std::uintptr_t>(b->count),
-                               reinterpret_cast<std::uintptr_t>(objects.back().get()),
-                               handle_bits(b->type)});
-      }
-      m = merges().find(key);
-      if (!m) {
-        m = make(parts);
-        m->parts = std::move(objects);
-        merges().put(std::move(key), m);
-      }
-    } else {
-      m = make(parts);
+    Merges::Key key;
+    std::vector<std::shared_ptr<const Type>> objects;
+    for (const Block* b : parts) {
+      objects.push_back(object_of(b->type));
+      // A type Ferry never translated has only its handle, which the MPI may hand out again for
+      // another type: such blocks are merged anew at each call.
+      if (!objects.back()) cached = false;
+      key.insert(key.end(), {reinterpret_cast<std::uintptr_t>(b->buf), static_cast<std::uintptr_t>(b->count),
+                             reinterpret_cast<std::uintptr_t>(objects.back().get()), handle_bits(b->type)});
     }
-    out->push_back({p, kMergedTag, Block{MPI_BOTTOM, 1, m->type}});
+    if (cached) m = merges().find(key);
+    if (!m) {
+      m = make(parts);
+      m->parts = std::move(objects);
+      if (cached) merges().put(std::move(key), m);
+    }
+    Leg merged{p, kMergedTag, Block{MPI_BOTTOM, 1, m->type}, {}};
+    for (const Block* b : parts) merged.parts.push_back(b->type);
+    out->push_back(std::move(merged));
     owner->owned.push_back(std::move(m));
   }
 }

@@ -7,8 +7,10 @@
 #include <memory>
 #include <mutex>
 
+#include "gpu/runtime.hpp"
 #include "mpi/coll_standin.hpp"
 #include "mpi/p2p.hpp"
+#include "mpi/stream.hpp"
 #include "sys/env.hpp"
 
 namespace ferry::mpi_detail::coll::pairs {
@@ -24,6 +26,7 @@ std::atomic<int> forced{-1};
 class Messages : public Flight {
  public:
   std::vector<MPI_Request> requests;
+  std::shared_ptr<const Legs> legs;  // the merged types, kept while the messages are under way
   // Completes what has completed (`wait`: all of them); true when none is left. A wait takes
   // them all in one MPI_Waitall, whose progress fetches the blocks that arrive together as one
   // batch (one wait for the GPU, transport::ReceiveBatch), not one by one as MPI_Waitsome would.
@@ -256,6 +259,7 @@ std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   const MPI_Comm dup = channel_of(comm, plan);
   made.fetch_add(1);
   auto m = std::make_shared<Messages>();
+  m->legs = legs_made;
   m->requests.reserve(l.sends.size() + l.recvs.size());
   Posting posting;  // every message out before any arrival is fetched
   auto started = [&](int rc) {
@@ -275,6 +279,18 @@ std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
   const bool counting = transport::initialized();
   const int me = counting ? transport::world_rank(comm, comm_rank(comm)) : 0;
   for (const Leg& g : l.sends) {
+    // A merged block's data is produced on its type's stream (issue 14), which the struct type of
+    // the merge does not carry: those streams are waited for here.
+    if (!g.parts.empty() && producer::named.load(std::memory_order_acquire) && gpu::available()) {
+      int rc = MPI_SUCCESS;
+      try {
+        for (MPI_Datatype t : g.parts)
+          if (gpu::Stream s = producer::of(dup, t)) gpu::sync_stream(s);
+      } catch (const ferry::Error& e) {
+        rc = e.mpi_error_class();
+      }
+      started(rc);
+    }
     MPI_Request r = MPI_REQUEST_NULL;
     started(p2p::isend(p2p::kSend, g.block.buf, g.block.count, g.block.type, g.peer, g.tag, dup, &r));
     m->requests.push_back(r);

@@ -100,6 +100,7 @@ struct Leg {
   int peer;
   int tag;
   Block block;
+  std::vector<MPI_Datatype> parts;  // a merged send's block types (their producer streams: post())
 };
 struct Legs {
   std::vector<Leg> sends, recvs;  // sends in turn from this process's own position

@@ -41,6 +41,7 @@ int Ready::record(gpu::Stream s) {
   Impl& m = impl();
   const int device = gpu::this_device();
   int slot = -1;
+  gpu::Event event = nullptr;
   {
     std::lock_guard lock(m.mutex);
     for (std::size_t k = 0; k < m.slots.size() && slot < 0; ++k)
@@ -61,9 +62,10 @@ int Ready::record(gpu::Stream s) {
       slot = static_cast<int>(m.slots.size()) - 1;
     }
     m.slots[static_cast<std::size_t>(slot)].busy = true;
+    event = m.slots[static_cast<std::size_t>(slot)].event;  // the vector may grow once unlocked
   }
   try {
-    gpu::record(m.slots[static_cast<std::size_t>(slot)].event, s);
+    gpu::record(event, s);
   } catch (...) {
     give_back(slot);
     throw;

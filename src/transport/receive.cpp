@@ -167,9 +167,17 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
   // The batch's kernel copies only within this GPU (another needs peer access; cudaMemcpy does not).
   // A copy after a pack not done yet goes on a stream of its own (a few in turn) after its event.
-  ReceiveBatch* spans = batch && !ready && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
-  const gpu::Stream on = ready && batch ? wire::ready().stream() : wire::stream();
-  if (ready && batch) gpu::stream_wait_event(on, ready);
+  ReceiveBatch* spans =
+      batch && !ready && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
+  gpu::Stream on = wire::stream();
+  if (ready && batch) {
+    try {
+      on = wire::ready().stream();
+      gpu::stream_wait_event(on, ready);
+    } catch (const Error&) {  // no stream to wait on: this receive waits on the host below
+      batch = nullptr;
+    }
+  }
   if (batch && take > 0 &&
       (s.type_key == 0 ? queue_packed(first, take, to, on, spans)
                        : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, on, true, spans))) {

@@ -72,8 +72,14 @@ class Rendezvous : public Outgoing {
     if (desc_request_ != MPI_REQUEST_NULL) PMPI_Wait(&desc_request_, MPI_STATUS_IGNORE);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Wait(&data_request_, MPI_STATUS_IGNORE);
     if (local_) methods::local_drop(stub_.seq);
+    if (ready_slot_ >= 0) {  // the pack may still run where no answer came (a failed post)
+      try {
+        wire::ready().sync(ready_slot_);
+      } catch (...) {
+      }
+      wire::ready().give_back(ready_slot_);
+    }
     if (staging_) device_pool(staging_device_).put(staging_);
-    if (ready_slot_ >= 0) wire::ready().give_back(ready_slot_);
   }
   // After the acknowledgement: the stub's (and description's) sends end; the data goes staged on
   // the private communicator if the receiver could not reach it.
@@ -167,7 +173,10 @@ std::unique_ptr<Outgoing> send_ipc(const Route& r, Mode mode, int dest, int tag,
     gpu::pack_async(r.origin, r.count, t, f->staging_, wire::stream());
     // Not waited for: the receiver's stream waits for this event (wire::kReady), so a process's
     // packs queue back to back while the stubs travel.
-    f->ready_slot_ = wire::ready().record(wire::stream());
+    try {
+      f->ready_slot_ = wire::ready().record(wire::stream());
+    } catch (const Error&) {  // waited for below instead
+    }
     if (f->ready_slot_ < 0) gpu::sync_stream(wire::stream());
     src = f->staging_;
     a = gpu::allocation_of(f->staging_);
