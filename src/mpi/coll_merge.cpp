@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "mpi/coll_pairs.hpp"
 
@@ -32,11 +32,12 @@ struct Made {
 };
 
 // The merged types of the calls so far, by their blocks (address, count, Ferry's type object: a
-// handle the application freed and got back for another type has another object), for later
-// calls with the same blocks. A full table is emptied at once (its types go with their last user).
+// handle the application freed and got back for another type has another object; the handle), for
+// later calls with the same blocks. A full table is emptied at once (its types go with their last
+// user).
 class Merges {
  public:
-  using Key = std::vector<std::uintptr_t>;
+  using Key = std::vector<std::tuple<const void*, int, const Type*, MPI_Datatype>>;
   std::shared_ptr<Made> find(const Key& k) {
     std::lock_guard lock(mutex_);
     auto it = made_.find(k);
@@ -58,20 +59,21 @@ Merges& merges() {
   return *m;
 }
 
-// The struct type of `blocks` at their absolute addresses, committed through Ferry's own entry
-// (its registry must read it: GPU blocks would otherwise reach the MPI as host memory).
-std::shared_ptr<Made> make(const std::vector<const Block*>& blocks) {
-  const int n = static_cast<int>(blocks.size());
-  std::vector<int> counts(blocks.size());
-  std::vector<MPI_Aint> where(blocks.size());
-  std::vector<MPI_Datatype> types(blocks.size());
-  for (std::size_t k = 0; k < blocks.size(); ++k) {
-    counts[k] = blocks[k]->count;
-    PMPI_Get_address(blocks[k]->buf, &where[k]);
-    types[k] = blocks[k]->type;
+// The struct type of blocks `which` at their absolute addresses, committed through Ferry's own
+// entry (its registry must read it: GPU blocks would otherwise reach the MPI as host memory).
+std::shared_ptr<Made> make(const std::vector<Block>& blocks, const std::vector<std::size_t>& which) {
+  std::vector<int> counts;
+  std::vector<MPI_Aint> where(which.size());
+  std::vector<MPI_Datatype> types;
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    const Block& b = blocks[which[k]];
+    counts.push_back(b.count);
+    PMPI_Get_address(b.buf, &where[k]);
+    types.push_back(b.type);
   }
   auto m = std::make_shared<Made>();
-  if (PMPI_Type_create_struct(n, counts.data(), where.data(), types.data(), &m->type) != MPI_SUCCESS) {
+  if (PMPI_Type_create_struct(static_cast<int>(which.size()), counts.data(), where.data(), types.data(),
+                              &m->type) != MPI_SUCCESS) {
     m->type = MPI_DATATYPE_NULL;
     throw ferry::Error(MPI_ERR_TYPE, "the merged blocks of a collective");
   }
@@ -79,16 +81,8 @@ std::shared_ptr<Made> make(const std::vector<const Block*>& blocks) {
   return m;
 }
 
-// A handle as a number (a pointer in Open MPI, an int in MPICH).
-std::uintptr_t handle_bits(MPI_Datatype t) {
-  static_assert(sizeof t <= sizeof(std::uintptr_t));
-  std::uintptr_t bits = 0;
-  std::memcpy(&bits, &t, sizeof t);
-  return bits;
-}
-
 // Ferry's object for a type, or null where Ferry never saw it committed (the MPI takes such a
-// type on host memory; the key then has only its handle).
+// type on host memory).
 std::shared_ptr<const Type> object_of(MPI_Datatype t) {
   try {
     return ferry::lookup(t);
@@ -101,7 +95,7 @@ std::shared_ptr<const Type> object_of(MPI_Datatype t) {
 // blocks, which is the same order at both ends (the block that goes down a cartesian dimension
 // arrives in the slot from above, and both carry the tag of going down).
 void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const std::vector<int>& tag,
-          std::size_t first, bool repeats, bool cached, std::vector<Leg>* out, Legs* owner) {
+          std::size_t first, bool neighbourhood, bool cached, std::vector<Leg>* out, Legs* owner) {
   const std::size_t n = blocks.size();
   out->reserve(n);
   std::vector<std::size_t> live;  // the blocks with data, in turn from block `first` on
@@ -110,7 +104,8 @@ void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const 
     const std::size_t i = (first + k) % n;
     if (peer[i] != MPI_PROC_NULL && !empty(blocks[i])) live.push_back(i);
   }
-  if (repeats) {  // a neighbourhood's peers may repeat
+  bool repeats = false;  // only a neighbourhood's peers may
+  if (neighbourhood) {
     std::vector<int> seen;
     seen.reserve(live.size());
     for (std::size_t i : live) seen.push_back(peer[i]);
@@ -144,27 +139,26 @@ void side(const std::vector<Block>& blocks, const std::vector<int>& peer, const 
       for (std::size_t i : v) out->push_back({p, tag[i], blocks[i], {}});
       continue;
     }
-    std::vector<const Block*> parts;
-    for (std::size_t i : v) parts.push_back(&blocks[i]);
-    std::shared_ptr<Made> m;
     Merges::Key key;
     std::vector<std::shared_ptr<const Type>> objects;
-    for (const Block* b : parts) {
-      objects.push_back(object_of(b->type));
+    Leg merged{p, kMergedTag, {}, {}};
+    bool keep = cached;
+    for (std::size_t i : v) {
+      const Block& b = blocks[i];
+      objects.push_back(object_of(b.type));
       // A type Ferry never translated has only its handle, which the MPI may hand out again for
       // another type: such blocks are merged anew at each call.
-      if (!objects.back()) cached = false;
-      key.insert(key.end(), {reinterpret_cast<std::uintptr_t>(b->buf), static_cast<std::uintptr_t>(b->count),
-                             reinterpret_cast<std::uintptr_t>(objects.back().get()), handle_bits(b->type)});
+      if (!objects.back()) keep = false;
+      key.emplace_back(b.buf, b.count, objects.back().get(), b.type);
+      merged.parts.push_back(b.type);
     }
-    if (cached) m = merges().find(key);
+    std::shared_ptr<Made> m = keep ? merges().find(key) : nullptr;
     if (!m) {
-      m = make(parts);
+      m = make(blocks, v);
       m->parts = std::move(objects);
-      if (cached) merges().put(std::move(key), m);
+      if (keep) merges().put(std::move(key), m);
     }
-    Leg merged{p, kMergedTag, Block{MPI_BOTTOM, 1, m->type}, {}};
-    for (const Block* b : parts) merged.parts.push_back(b->type);
+    merged.block = Block{MPI_BOTTOM, 1, m->type};
     out->push_back(std::move(merged));
     owner->owned.push_back(std::move(m));
   }
