@@ -11,15 +11,14 @@ namespace {
 
 constexpr std::int64_t round16(std::int64_t n) { return (n + 15) / 16 * 16; }
 
-// The same block and counts (strides may differ): one index computation serves both sides.
+}  // namespace
+
 bool same_counts(const Shape3& a, const Shape3& b) {
   if (a.nd != b.nd || a.words != b.words) return false;
   for (int d = 0; d < a.nd; ++d)
     if (a.count[d] != b.count[d]) return false;
   return true;
 }
-
-}  // namespace
 
 int move_lw(const SidePlan& src, const SidePlan& dst) {
   int lw = 4;

@@ -35,6 +35,9 @@ bool lean_fits(const PlanHead& hp);
 // The lean shape of a plan at word size lw (lean_fits(hp) must hold).
 Shape3 make_shape3(const PlanHead& hp, int lw);
 
+// The same block and counts (strides may differ): one index computation serves both sides.
+bool same_counts(const Shape3& a, const Shape3& b);
+
 // The kernel records of a move of `bytes` packed bytes at word size lw. A copy whose source or
 // destination is one contiguous run becomes an unpack or a pack of that run; a copy between shapes
 // of the same block and counts (strides may differ: interleaved faces) divides once per word.
@@ -42,6 +45,30 @@ LeanMove make_lean(const SidePlan& src, const SidePlan& dst, int lw, std::int64_
                    std::int64_t dst_off);
 GeneralMove make_general(const SidePlan& src, const SidePlan& dst, int lw, std::int64_t src_off,
                          std::int64_t dst_off);
+
+// A general form moved piece by piece (piece_plan.cpp): one lean move per (outer element, piece),
+// each with its own word size. A struct of boxes at their own addresses (a halo's fields, one
+// message's blocks merged) then runs the lean kernel's chunked loops instead of a search over the
+// pieces for every word, and a 24-byte row of one field is not held to the word size of another
+// field's. Pieces of more than 3 dimensions (boxes of several equally spaced fields) go as slices
+// of their outer dimensions. The plans' tables (pieces, shapes) must point at host memory here.
+struct PieceLimits {
+  std::int64_t max_moves = 4096;      // more: the single kernel (the table would cost more)
+  std::int64_t min_mean_bytes = 512;  // smaller moves on average: a block per piece wastes it
+};
+struct PieceMoves {
+  std::vector<LeanMove> moves;
+  std::vector<std::int64_t> bytes;  // packed bytes of each move
+};
+// Pack (mem -> packed) or unpack (packed -> mem) of a general form hp. False, with `out` empty,
+// when hp is not a general form or the limits refuse.
+bool piece_moves(const PlanHead& hp, bool pack, std::uintptr_t mem, std::uintptr_t packed,
+                 const PieceLimits& limits, PieceMoves& out);
+// A copy between two plans of the same size (any forms): their segments paired, each cut where the
+// other side's boundaries fall (between slices, or inside a contiguous run). False, with `out`
+// empty, when the limits refuse.
+bool piece_copy_moves(const PlanHead& src, const PlanHead& dst, std::uintptr_t s, std::uintptr_t d,
+                      const PieceLimits& limits, PieceMoves& out);
 
 // How big a chunk is: about total / (sms * waves), rounded to 16 B, within [min_bytes, max_bytes]
 // (max_bytes 0: the default). `fixed` > 0 replaces the choice (FERRY_BATCH_CHUNK).
@@ -67,6 +94,10 @@ void order_chunks(std::vector<Chunk>& chunks, const std::vector<std::uint64_t>& 
 // Address (from the side's base) of the first byte of packed byte `at` of a side, for ordering;
 // exact for strided plans, the start of the plan for general forms.
 std::int64_t side_offset_of(const SidePlan& side, std::int64_t at, int lw);
+
+// Offset from its slot's pointer of the first byte that packed byte `at` of a lean move touches
+// on its typed side (the source of a copy): the key that orders a piece-by-piece move's chunks.
+std::int64_t lean_offset_of(const LeanMove& m, std::int64_t at);
 
 // The moves as the kernels would run them, on the CPU, chunk by chunk and word by word with the
 // kernels' index arithmetic: the reference that tests the records and the partition without a GPU.

@@ -62,6 +62,10 @@ constexpr std::array<Info, kKnobs> kTable = {{
     {Knob::batch_order, "FERRY_BATCH_ORDER", Kind::flag, "1", 0, 0, "",
      "1 runs a Batch's chunks in the order of the addresses they read or write (neighbouring "
      "memory at the same time); 0 in the order of the moves."},
+    {Knob::pieces, "FERRY_PIECES", Kind::flag, "1", 0, 0, "",
+     "1 packs, unpacks and copies a struct or indexed layout of large strided pieces (a message's "
+     "halo boxes in several arrays) piece by piece in one batch launch; 0 always with the "
+     "single-call kernel, which searches the pieces for every word."},
     {Knob::topology, "FERRY_TOPOLOGY", Kind::layout, "", 0, 0, "",
      "A simulated layout for tests: N nodes of G GPUs, ranks assigned to nodes and GPUs in "
      "blocks (e.g. `4x2`). Unset: the machine's own."},
@@ -377,6 +381,10 @@ std::int64_t batch_chunk() {
 }
 int batch_order() {
   static const int v = flag(Knob::batch_order) ? 1 : 0;
+  return v;
+}
+bool pieces() {
+  static const bool v = flag(Knob::pieces);
   return v;
 }
 

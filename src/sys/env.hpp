@@ -40,6 +40,7 @@ enum class Knob : int {
   gpu_blocks_per_sm,
   batch_chunk,
   batch_order,
+  pieces,
   topology,
   bandwidth,
   halo_method,
@@ -132,5 +133,7 @@ std::int64_t batch_chunk();
 // FERRY_BATCH_ORDER (1): 1 runs a Batch's chunks in the order of the addresses they read or write
 // (neighbouring memory at the same time); 0 in the order of the moves.
 int batch_order();
+// FERRY_PIECES (1): general forms of large strided pieces move piece by piece in one batch launch.
+bool pieces();
 
 }  // namespace ferry::detail::env

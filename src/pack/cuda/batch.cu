@@ -95,7 +95,8 @@ void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 d
       run_plan(false, hd, d, s + hs.plan.start, device, stream);
     } else if (hd.contiguous) {
       run_plan(true, hs, s, d + hd.plan.start, device, stream);
-    } else {
+    } else if ((hs.plan.npieces == 0 && hd.plan.npieces == 0) ||
+               !copy_pieces(stype, scount, s, dtype, dcount, d, device, stream)) {
       const SidePlan a{true, hs, reinterpret_cast<std::uintptr_t>(s)};
       const SidePlan b{true, hd, reinterpret_cast<std::uintptr_t>(d)};
       const int lw = detail::move_lw(a, b);

@@ -2,6 +2,8 @@
 // unpacks and copies), the single-call copy kernels, and the kernel that rewrites entries of a
 // batch's device table.
 //
+// The kernels that are not templates are static: batch.cu and pieces.cu both include this file.
+//
 // A batch kernel's block b moves chunk b (batch_plan.hpp): it loads the chunk, then its move's
 // record and both slot pointers into shared memory (two dependent loads in all), then runs a loop
 // compiled for the move's word size and kind. Two kernels, one per batch: the lean one for moves
@@ -126,7 +128,7 @@ __device__ __forceinline__ Chunk load_chunk(const std::uint64_t* __restrict__ sl
   return c;
 }
 
-__global__ void __launch_bounds__(kBatchThreads, kBatchMinBlocks)
+static __global__ void __launch_bounds__(kBatchThreads, kBatchMinBlocks)
 lean_batch_kernel(const std::uint64_t* __restrict__ slots, const LeanMove* __restrict__ moves,
                   const Chunk* __restrict__ chunks) {
   __shared__ std::uint64_t raw[sizeof(LeanMove) / 8];
@@ -144,7 +146,7 @@ lean_batch_kernel(const std::uint64_t* __restrict__ slots, const LeanMove* __res
   }
 }
 
-__global__ void __launch_bounds__(kBatchThreads)
+static __global__ void __launch_bounds__(kBatchThreads)
 general_batch_kernel(const std::uint64_t* __restrict__ slots,
                      const GeneralMove* __restrict__ moves, const Chunk* __restrict__ chunks) {
   __shared__ std::uint64_t raw[sizeof(GeneralMove) / 8];
@@ -184,7 +186,7 @@ struct Patch {
   std::uint64_t value[kPatchEntries];
 };
 
-__global__ void patch_kernel(std::uint64_t* table, const __grid_constant__ Patch patch) {
+static __global__ void patch_kernel(std::uint64_t* table, const __grid_constant__ Patch patch) {
   for (unsigned i = threadIdx.x; i < patch.n; i += blockDim.x) table[patch.index[i]] = patch.value[i];
 }
 

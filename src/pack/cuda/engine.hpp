@@ -35,6 +35,17 @@ DeviceBytes upload(const void* host, std::size_t bytes);
 // Throws Error(MPI_ERR_TYPE) for types the GPU engine cannot plan.
 detail::PlanHead plan_for(const Type& type, i64 count, int device);
 
+// The same plan with the tables bound to their host copies (for planning on the host; the copies
+// live as long as the type).
+detail::PlanHead host_plan_for(const Type& type, i64 count, int device);
+
+// A general form's pack or unpack (pieces.cu), or a copy of which one side at least is a general
+// form, as one launch of the lean batch kernel with one move per piece, when the pieces fit it
+// (batch_plan.hpp, piece_moves); false, with nothing queued, otherwise. Arguments already checked.
+bool run_pieces(bool pack, const Type& type, i64 count, char* mem, char* pk, int device, Stream stream);
+bool copy_pieces(const Type& stype, i64 scount, const char* src, const Type& dtype, i64 dcount,
+                 char* dst, int device, Stream stream);
+
 // The first byte `count` elements of `type` at `origin` touch (the origin itself may lie outside
 // any allocation, or be null for MPI_BOTTOM).
 inline const void* first_byte(const void* origin, i64 count, const Type& type) {

@@ -66,6 +66,8 @@ struct TypeTables {
   PlanHead one;
   DeviceBytes pieces;
   DeviceBytes shapes;
+  std::vector<detail::Piece> host_pieces;  // for planning on the host (pieces.cu)
+  std::vector<detail::Shape> host_shapes;
   std::string error;  // non-empty: the plan could not be built
   int error_class = MPI_SUCCESS;
 };
@@ -100,6 +102,8 @@ const TypeTables& tables_for(const Type& type, int device) {
       if (host.head.plan.npieces) {
         t->pieces = upload(host.pieces.data(), host.pieces.size() * sizeof(detail::Piece));
         t->shapes = upload(host.shapes.data(), host.shapes.size() * sizeof(detail::Shape));
+        t->host_pieces = std::move(host.pieces);
+        t->host_shapes = std::move(host.shapes);
       }
     } catch (const Error& e) {
       if (e.mpi_error_class() != MPI_ERR_TYPE) throw;  // CUDA trouble: not the type's fault
@@ -151,6 +155,14 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
   last.count = count;
   last.device = device;
   last.head = hp;
+  return hp;
+}
+
+PlanHead host_plan_for(const Type& type, i64 count, int device) {
+  const TypeTables& t = tables_for(type, device);
+  PlanHead hp = detail::with_count(t.one, type, count);
+  hp.plan.pieces = t.host_pieces.data();
+  hp.plan.shapes = t.host_shapes.data();
   return hp;
 }
 
@@ -250,8 +262,11 @@ void move(bool pack, const void* origin, i64 count, const Type& type, const void
   check_args(origin, count, type, packed);
   if (count > 0 && type.size() > 0) {
     const int device = this_device();
-    run_plan(pack, plan_for(type, count, device), const_cast<char*>(static_cast<const char*>(origin)),
-             const_cast<char*>(static_cast<const char*>(packed)), device, stream);
+    const PlanHead hp = plan_for(type, count, device);
+    char* mem = const_cast<char*>(static_cast<const char*>(origin));
+    char* pk = const_cast<char*>(static_cast<const char*>(packed));
+    if (hp.plan.npieces == 0 || !run_pieces(pack, type, count, mem, pk, device, stream))
+      run_plan(pack, hp, mem, pk, device, stream);
   }
   if (done) record(done, stream);
 }
