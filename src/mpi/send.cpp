@@ -87,11 +87,8 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
 
 int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
           MPI_Comm comm, MPI_Request* request) noexcept {
-  // No serving here: a call that never waits owes no progress, and a loop of MPI_Isend that each
-  // scanned every pending receive and fetched the stub the one before had sent (waiting for its
-  // copy) cost a halo's 208 subarray sends to this process 17-20 us each (one H200). The calls
-  // that wait serve (wait_serving, completion, ServeWhileBlocked); senders are answered there.
   return guard(comm, [&] {
+    serve_open();
     transport::Route r = transport::route(buf, count, type);
     r.producer = producer::of(comm, type);  // issue 14
     if (!r.device() && typemap::marked(type))  // issue 14
