@@ -146,7 +146,7 @@ void Requests::settle_open(bool wait) {
   open_ = std::move(keep);
 }
 
-void Requests::progress_of(bool all_threads, std::thread::id me) {
+void Requests::progress_of(bool all_threads, std::thread::id me, bool leave_open) {
   // Not again from inside itself (a detached send's finish step serves while it waits): the outer
   // pass holds handles that the inner one could complete and MPI free.
   static thread_local bool busy = false;
@@ -200,7 +200,7 @@ void Requests::progress_of(bool all_threads, std::thread::id me) {
     MPI_Status st;
     if (PMPI_Request_get_status(r, &flag, &st) == MPI_SUCCESS && flag) arrived.push_back({r, id, st});
   }
-  if (!arrived.empty()) fetch_stubs(arrived, transport::ReceiveBatch::enabled() && KeepOpen::on());
+  if (!arrived.empty()) fetch_stubs(arrived, transport::ReceiveBatch::enabled() && (leave_open || KeepOpen::on()));
   settle_open(false);
   // Generalized requests of Ferry's: their messages advanced, completed once all are done. Last:
   // a drive completes and frees requests of its own that the loops above may have listed.

@@ -84,7 +84,7 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
 
 int post_receive(void* buf, int count, MPI_Datatype type, int source, MPI_Comm comm, bool persistent,
                  MPI_Request* request, Post post, void* ctx) {
-  serve();
+  serve_open();
   transport::Route r = transport::route(buf, count, type);
   if (r.method == transport::Method::passthrough || source == MPI_PROC_NULL)
     return post(buf, count, type, ctx);  // nothing arrives from MPI_PROC_NULL

@@ -142,7 +142,10 @@ class Requests {
   // sender can go on before the receiver reaches MPI_Wait (§5.6). Under MPI_THREAD_MULTIPLE another
   // thread may be completing, and MPI freeing, its own requests at the same moment: only the
   // calling thread's (or `owner`'s, for ServeWhileBlocked); `all_threads` at MPI_Finalize.
-  void progress(bool all_threads = false) { progress_of(all_threads, std::this_thread::get_id()); }
+  // `leave_open`: what this pass fetches stays open after it (settle_open), as inside KeepOpen.
+  void progress(bool all_threads = false, bool leave_open = false) {
+    progress_of(all_threads, std::this_thread::get_id(), leave_open);
+  }
   // Requests that MPI completed together (statuses from their wait or test): fetches the data of
   // those that are stub receives not fetched yet, queueing every copy before one wait for the GPU
   // (transport::ReceiveBatch), and keeps the outcome for their completion (stub_state 1).
@@ -190,7 +193,7 @@ class Requests {
  private:
   using Table = std::multimap<MPI_Request, Pending>;
   Table::iterator locate(MPI_Request r, std::uint64_t id = 0);
-  void progress_of(bool all_threads, std::thread::id owner);
+  void progress_of(bool all_threads, std::thread::id owner, bool leave_open = false);
   bool in_flight(MPI_Request r);
   void complete_detached(MPI_Request r);
   void count_stub(const Pending& p, int delta);
@@ -224,6 +227,15 @@ class Posting : ScopedFlag {
 // Serve pending stub receives (cheap when there are none): on entry to calls that may block.
 inline void serve() {
   if (requests().polling() && !Posting::on()) requests().progress();
+}
+// The same on entry to a call that never waits (MPI_Isend, MPI_Irecv): the copies of what it
+// fetches are not waited for here; their batch stays open, counted in hot::stubs, until a later
+// pass finds them done and answers the senders, or a call that may block without serving settles
+// it first (ServeWhileBlocked, a completion that needs the data, MPI_Finalize). A loop of 208
+// MPI_Isend each answering the stub of the one before waited for the GPU 208 times: 41 us a
+// message for a halo's blocks sent to this process (one H200).
+inline void serve_open() {
+  if (requests().polling() && !Posting::on()) requests().progress(false, true);
 }
 // The same as a plain function, for the transport's waits.
 void serve_now();

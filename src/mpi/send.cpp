@@ -88,7 +88,7 @@ int send(const SendKind& k, const void* buf, int count, MPI_Datatype type, int d
 int isend(const SendKind& k, const void* buf, int count, MPI_Datatype type, int dest, int tag,
           MPI_Comm comm, MPI_Request* request) noexcept {
   return guard(comm, [&] {
-    serve();
+    serve_open();
     transport::Route r = transport::route(buf, count, type);
     r.producer = producer::of(comm, type);  // issue 14
     if (!r.device() && typemap::marked(type))  // issue 14
