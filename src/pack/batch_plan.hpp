@@ -95,8 +95,8 @@ void order_chunks(std::vector<Chunk>& chunks, const std::vector<std::uint64_t>& 
 // exact for strided plans, the start of the plan for general forms.
 std::int64_t side_offset_of(const SidePlan& side, std::int64_t at, int lw);
 
-// Offset from its slot's pointer of the first byte that packed byte `at` of a lean move touches
-// on its typed side (the source of a copy): the key that orders a piece-by-piece move's chunks.
+// Offset from its slot's pointer of the source byte that packed byte `at` of a lean move reads:
+// the key that orders a piece-by-piece copy's chunks.
 std::int64_t lean_offset_of(const LeanMove& m, std::int64_t at);
 
 // The moves as the kernels would run them, on the CPU, chunk by chunk and word by word with the

@@ -237,6 +237,7 @@ bool piece_copy_moves(const PlanHead& src, const PlanHead& dst, std::uintptr_t s
 }
 
 std::int64_t lean_offset_of(const LeanMove& m, std::int64_t at) {
+  if (m.kind == kUnpack) return m.src_off + at;  // the source is packed (a copy from a run)
   const auto p = static_cast<std::uint32_t>(at >> m.lw);
   std::int64_t off = 0;
   switch (m.lw) {
@@ -246,7 +247,7 @@ std::int64_t lean_offset_of(const LeanMove& m, std::int64_t at) {
     case 3: off = shape3_offset<3>(m.a, p); break;
     default: off = shape3_offset<4>(m.a, p);
   }
-  return off + (m.kind == kUnpack ? m.dst_off : m.src_off);
+  return off + m.src_off;
 }
 
 }  // namespace ferry::detail

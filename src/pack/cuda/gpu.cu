@@ -140,11 +140,12 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
     const Node* root = nullptr;
     std::weak_ptr<const Node> alive;
     i64 count = -1;
+    i64 extent = 0;  // a resized copy of a type shares its tree; count steps by the extent
     int device = -1;
     PlanHead head;
   } last;
-  if (last.root == type.root().get() && last.count == count && last.device == device &&
-      !last.alive.expired())
+  if (last.root == type.root().get() && last.count == count && last.extent == type.extent() &&
+      last.device == device && !last.alive.expired())
     return last.head;
   const TypeTables& t = tables_for(type, device);
   PlanHead hp = detail::with_count(t.one, type, count);
@@ -153,6 +154,7 @@ PlanHead plan_for(const Type& type, i64 count, int device) {
   last.root = type.root().get();
   last.alive = type.root();
   last.count = count;
+  last.extent = type.extent();
   last.device = device;
   last.head = hp;
   return hp;

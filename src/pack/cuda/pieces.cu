@@ -28,21 +28,25 @@ namespace {
 
 enum Kind { kPackKind, kUnpackKind, kCopyKind };
 
+// Everything the moves depend on: the types' trees and extents (a count of elements steps by the
+// extent, and a resized copy of a type shares its tree), the counts, and the bases' alignment.
 struct Key {
   const Node* src = nullptr;
   const Node* dst = nullptr;  // copies only
+  i64 sext = 0, dext = 0;
   i64 scount = 0, dcount = 0;
   int kind = 0, device = 0;
   unsigned smod = 0, dmod = 0;  // the bases' addresses modulo 16
   bool operator==(const Key& o) const {
-    return src == o.src && dst == o.dst && scount == o.scount && dcount == o.dcount &&
-           kind == o.kind && device == o.device && smod == o.smod && dmod == o.dmod;
+    return src == o.src && dst == o.dst && sext == o.sext && dext == o.dext && scount == o.scount &&
+           dcount == o.dcount && kind == o.kind && device == o.device && smod == o.smod && dmod == o.dmod;
   }
 };
 struct KeyHash {
   std::size_t operator()(const Key& k) const {
     std::size_t h = std::hash<const void*>()(k.src);
-    for (std::size_t v : {std::hash<const void*>()(k.dst), static_cast<std::size_t>(k.scount),
+    for (std::size_t v : {std::hash<const void*>()(k.dst), static_cast<std::size_t>(k.sext),
+                          static_cast<std::size_t>(k.dext), static_cast<std::size_t>(k.scount),
                           static_cast<std::size_t>(k.dcount),
                           static_cast<std::size_t>(k.kind * 64 + k.device),
                           static_cast<std::size_t>(k.smod * 16 + k.dmod)})
@@ -98,27 +102,39 @@ void upload_moves(Entry& e, const detail::PieceMoves& pm, int device, bool copy)
   e.fits = true;
 }
 
-// The key's entry, planned by `plan` (PieceMoves -> bool) when it is not kept yet; null when it
-// is not kept and the stream is being captured (an upload would break the capture).
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash> map;
+};
+Cache& the_cache() {
+  static auto* c = new Cache();  // never destroyed: entries may be in use at exit
+  return *c;
+}
+
+// The key's entry, planned by `plan` (PieceMoves -> bool) when it is not kept yet; null when the
+// device table could not be made (the single kernel then moves the data).
 template <class Plan>
-std::shared_ptr<const Entry> entry(const Key& key, const Type& src, const Type* dst, Stream stream,
-                                   Plan plan) {
-  static std::mutex mutex;
-  static auto* cache = new std::unordered_map<Key, std::shared_ptr<Entry>, KeyHash>();
+std::shared_ptr<const Entry> entry(const Key& key, const Type& src, const Type* dst, Plan plan) {
+  Cache& c = the_cache();
+  auto* cache = &c.map;
   {
-    std::lock_guard lock(mutex);
+    std::lock_guard lock(c.mutex);
     auto it = cache->find(key);
     if (it != cache->end() && !it->second->src.expired() && (!dst || !it->second->dst.expired()))
       return it->second;
   }
-  if (capturing(stream)) return nullptr;
   auto e = std::make_shared<Entry>();
   e->src = src.root();
   if (dst) e->dst = dst->root();
   detail::PieceMoves pm;
-  if (plan(pm)) upload_moves(*e, pm, key.device, key.kind == kCopyKind);
+  try {
+    if (plan(pm)) upload_moves(*e, pm, key.device, key.kind == kCopyKind);
+  } catch (const Error& err) {
+    if (err.mpi_error_class() == MPI_ERR_TYPE) throw;  // the type's own fault, as for the single kernel
+    return nullptr;  // no device memory for the table: not kept, tried again next time
+  }
   std::vector<std::shared_ptr<Entry>> dead;  // freed after the lock is released
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(c.mutex);
   if (cache->size() >= kMaxEntries) {
     for (auto& kv : *cache) dead.push_back(std::move(kv.second));
     cache->clear();
@@ -166,10 +182,12 @@ void launch(const Entry& e, const char* src, char* dst, Stream stream) {
 
 }  // namespace
 
+// Not while the stream is captured: the graph would keep the table's address, and the cache may
+// free it when it is full; the single kernel's tables live as long as their type.
 bool run_pieces(bool pack, const Type& type, i64 count, char* mem, char* pk, int device, Stream stream) {
-  if (!detail::env::pieces()) return false;
-  const Key key{type.root().get(), nullptr, count, 0, pack ? kPackKind : kUnpackKind, device, mod16(mem), mod16(pk)};
-  const auto e = entry(key, type, nullptr, stream, [&](detail::PieceMoves& pm) {
+  if (!detail::env::pieces() || capturing(stream)) return false;
+  const Key key{type.root().get(), nullptr, type.extent(), 0, count, 0, pack ? kPackKind : kUnpackKind, device, mod16(mem), mod16(pk)};
+  const auto e = entry(key, type, nullptr, [&](detail::PieceMoves& pm) {
     return detail::piece_moves(host_plan_for(type, count, device), pack, reinterpret_cast<std::uintptr_t>(mem),
                                reinterpret_cast<std::uintptr_t>(pk), detail::PieceLimits{}, pm);
   });
@@ -181,9 +199,9 @@ bool run_pieces(bool pack, const Type& type, i64 count, char* mem, char* pk, int
 
 bool copy_pieces(const Type& stype, i64 scount, const char* src, const Type& dtype, i64 dcount,
                  char* dst, int device, Stream stream) {
-  if (!detail::env::pieces()) return false;
-  const Key key{stype.root().get(), dtype.root().get(), scount, dcount, kCopyKind, device, mod16(src), mod16(dst)};
-  const auto e = entry(key, stype, &dtype, stream, [&](detail::PieceMoves& pm) {
+  if (!detail::env::pieces() || capturing(stream)) return false;
+  const Key key{stype.root().get(), dtype.root().get(), stype.extent(), dtype.extent(), scount, dcount, kCopyKind, device, mod16(src), mod16(dst)};
+  const auto e = entry(key, stype, &dtype, [&](detail::PieceMoves& pm) {
     return detail::piece_copy_moves(host_plan_for(stype, scount, device), host_plan_for(dtype, dcount, device),
                                     reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst),
                                     detail::PieceLimits{}, pm);
