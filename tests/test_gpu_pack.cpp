@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "pack/cuda/engine.hpp"
 #include "random_type.hpp"
 
 namespace {
@@ -304,6 +306,7 @@ TEST_F(GpuPack, StructsOfBoxesInSeveralArrays) {
   std::vector<char> want(static_cast<std::size_t>(size)), got(want.size());
   i64 pos = 0;
   ferry::pack(nullptr, 1, hsend, want.data(), size, &pos);
+  const long launches = ferry::gpu::impl::piece_launches();
   ferry::gpu::pack_async(nullptr, 1, dsend, buf->dev_packed);
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(got.data(), buf->dev_packed, want.size(), cudaMemcpyDeviceToHost));
@@ -327,6 +330,9 @@ TEST_F(GpuPack, StructsOfBoxesInSeveralArrays) {
   CUDA_OK(cudaMemcpy(g0.data(), dev[0], bytes, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(g1.data(), dev[1], bytes, cudaMemcpyDeviceToHost));
   EXPECT_TRUE(g0 == h0 && g1 == h1) << "copy";
+  // The pack, the unpack and the copy each went piece by piece (one launch), unless turned off.
+  const char* off = std::getenv("FERRY_PIECES");
+  if (!off || std::string(off) != "0") EXPECT_EQ(ferry::gpu::impl::piece_launches() - launches, 3);
 }
 
 TEST_F(GpuPack, PageableBuffersAreRefusedAsync) {

@@ -45,6 +45,8 @@ detail::PlanHead host_plan_for(const Type& type, i64 count, int device);
 bool run_pieces(bool pack, const Type& type, i64 count, char* mem, char* pk, int device, Stream stream);
 bool copy_pieces(const Type& stype, i64 scount, const char* src, const Type& dtype, i64 dcount,
                  char* dst, int device, Stream stream);
+// Launches made that way so far (tests: the path is taken where it should be).
+long piece_launches();
 
 // The first byte `count` elements of `type` at `origin` touch (the origin itself may lie outside
 // any allocation, or be null for MPI_BOTTOM).

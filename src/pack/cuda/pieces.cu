@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -175,9 +176,12 @@ lean_pieces_kernel(const detail::LeanMove* __restrict__ moves, const detail::Chu
   }
 }
 
+std::atomic<long> launched{0};
+
 void launch(const Entry& e, const char* src, char* dst, Stream stream) {
   lean_pieces_kernel<<<e.nchunks, detail::kBatchThreads, 0, stream>>>(e.moves, e.chunks, src, dst);
   check_launch(stream);
+  launched.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -196,6 +200,8 @@ bool run_pieces(bool pack, const Type& type, i64 count, char* mem, char* pk, int
   else launch(*e, pk, mem, stream);
   return true;
 }
+
+long piece_launches() { return launched.load(std::memory_order_relaxed); }
 
 bool copy_pieces(const Type& stype, i64 scount, const char* src, const Type& dtype, i64 dcount,
                  char* dst, int device, Stream stream) {
