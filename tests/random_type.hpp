@@ -18,11 +18,18 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace ferry_test {
+
+// An integer knob of the seeded tests (FERRY_SEED, FERRY_PLAN_TYPES, ...), or `fallback`.
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
 
 // Hard limits on every generated type (the top level and every intermediate one).
 struct Limits {

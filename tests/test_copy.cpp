@@ -11,16 +11,14 @@
 #include <random>
 #include <vector>
 
+#include "random_type.hpp"
 #include "type_pairs.hpp"
 
 namespace {
 
 using ferry::i64;
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
+using ferry_test::env_int;
 
 TEST(Copy, RandomPairsMatchPackThenUnpack) {
   const int n = env_int("FERRY_COPY_TYPES", 1500);

@@ -23,10 +23,7 @@ using ferry::i64;
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
+using ferry_test::env_int;
 
 constexpr i64 kGuard = 64;
 constexpr i64 kMem = i64{16} << 20;     // unpacked buffers: 3 elements of spans up to 1 MiB

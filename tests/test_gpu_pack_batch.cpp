@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "random_type.hpp"
 #include "type_pairs.hpp"
 
 namespace {
@@ -26,10 +27,7 @@ using ferry::i64;
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
+using ferry_test::env_int;
 
 std::uint64_t seed_base(std::uint64_t salt) {
   const auto s = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + salt;

@@ -71,10 +71,7 @@ TEST(Plan, LongPlansUseWideIndices) {
   EXPECT_TRUE(hp.head.wide);
 }
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
+using ferry_test::env_int;
 
 TEST(Plan, EmulatedPlansMatchTheCpuEngine) {
   const int n = env_int("FERRY_PLAN_TYPES", 3000);

@@ -16,6 +16,7 @@
 
 #include "pack/batch_plan.hpp"
 #include "pack/plan_build.hpp"
+#include "random_type.hpp"
 #include "type_pairs.hpp"
 
 namespace {
@@ -54,20 +55,30 @@ struct Buf {
   }
 };
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
+using ferry_test::env_int;
+
+// The first seed of a random test (FERRY_SEED plus the test's own offset), printed with the last
+// so that a failure can be rerun.
+std::uint64_t first_seed(std::uint64_t offset, int n) {
+  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + offset;
+  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  return base;
+}
+
+// No limit but the given number of moves: every plan that fits the lean kernel goes piece by piece.
+PieceLimits up_to(std::int64_t moves) {
+  PieceLimits l;
+  l.max_moves = moves;
+  l.min_mean_bytes = 0;
+  return l;
 }
 
 TEST(Pieces, RandomGeneralFormsMatchTheCpuEngine) {
   const int n = env_int("FERRY_PLAN_TYPES", 3000);
-  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 4242;
-  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
-              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  const std::uint64_t base = first_seed(4242, n);
   std::mt19937_64 rng(base);
-  PieceLimits all;
-  all.max_moves = 1 << 20;
-  all.min_mean_bytes = 0;
+  const PieceLimits all = up_to(1 << 20);
   int packs = 0, copies = 0;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t seed = base + static_cast<std::uint64_t>(i);
@@ -125,13 +136,9 @@ TEST(Pieces, RandomGeneralFormsMatchTheCpuEngine) {
 // vector layouts, boxes): the segments of each side are cut where the other's end.
 TEST(Pieces, RandomPairsCopyAsTheCpuEngine) {
   const int n = env_int("FERRY_PLAN_TYPES", 3000);
-  const std::uint64_t base = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + 5151;
-  std::printf("seeds %llu..%llu\n", static_cast<unsigned long long>(base),
-              static_cast<unsigned long long>(base + static_cast<std::uint64_t>(n) - 1));
+  const std::uint64_t base = first_seed(5151, n);
   std::mt19937_64 rng(base);
-  PieceLimits all;
-  all.max_moves = 1 << 16;
-  all.min_mean_bytes = 0;
+  const PieceLimits all = up_to(1 << 16);
   int copies = 0, cut = 0;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t seed = base + static_cast<std::uint64_t>(i);

@@ -29,27 +29,14 @@
 #include <vector>
 
 #include "../local_rank.hpp"
+#include "device_bench.hpp"
 
 namespace {
 
 using i64 = std::int64_t;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_alltoall: %s\n", what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
-void cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-i64 parse_size(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const char u = end && *end ? *end : 'B';
-  const i64 mult = u == 'K' || u == 'k' ? 1 << 10 : u == 'M' || u == 'm' ? 1 << 20 : u == 'G' || u == 'g' ? 1 << 30 : 1;
-  return static_cast<i64>(v * static_cast<double>(mult));
-}
+using device_bench::cuda;
+using device_bench::die;
 
 struct Options {
   std::vector<i64> sizes{64 << 10, 1 << 20, 16 << 20};
@@ -157,6 +144,7 @@ int main(int argc, char** argv) {
   }
   cudaSetDevice(local < 0 ? 0 : local % devices);
   MPI_Init(&argc, &argv);
+  device_bench::program = "bench_alltoall";
   Options o;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
@@ -169,13 +157,7 @@ int main(int argc, char** argv) {
     } else if (a == "--json" && i + 1 < argc) {
       o.json = argv[++i];
     } else if (a == "--sizes" && i + 1 < argc) {
-      o.sizes.clear();
-      std::string s = argv[++i];
-      for (std::size_t at = 0; at <= s.size();) {
-        const std::size_t comma = std::min(s.find(',', at), s.size());
-        if (comma > at) o.sizes.push_back(parse_size(s.substr(at, comma - at)));
-        at = comma + 1;
-      }
+      o.sizes = device_bench::parse_sizes(argv[++i]);
     } else {
       std::printf("usage: mpiexec -n N bench_alltoall [--sizes 64K,1M,16M] [--reps N] [--quick] [--json FILE]\n");
       MPI_Finalize();

@@ -29,28 +29,15 @@
 #include <vector>
 
 #include "../local_rank.hpp"
+#include "device_bench.hpp"
 #include "../mps.hpp"
 
 namespace {
 
 using i64 = std::int64_t;
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_coll: %s\n", what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
-void cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-i64 parse_size(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const char u = end && *end ? *end : 'B';
-  const i64 mult = u == 'K' || u == 'k' ? 1 << 10 : u == 'M' || u == 'm' ? 1 << 20 : u == 'G' || u == 'g' ? 1 << 30 : 1;
-  return static_cast<i64>(v * static_cast<double>(mult));
-}
+using device_bench::cuda;
+using device_bench::die;
 
 struct Options {
   std::vector<i64> sizes{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20};
@@ -188,6 +175,7 @@ int main(int argc, char** argv) {
   const int device = local < 0 ? 0 : local % devices;
   cudaSetDevice(device);
   MPI_Init(&argc, &argv);
+  device_bench::program = "bench_coll";
   Options o;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
@@ -200,13 +188,7 @@ int main(int argc, char** argv) {
     } else if (a == "--json" && i + 1 < argc) {
       o.json = argv[++i];
     } else if (a == "--sizes" && i + 1 < argc) {
-      o.sizes.clear();
-      std::string s = argv[++i];
-      for (std::size_t at = 0; at <= s.size();) {
-        const std::size_t comma = std::min(s.find(',', at), s.size());
-        if (comma > at) o.sizes.push_back(std::max<i64>(1, parse_size(s.substr(at, comma - at))));
-        at = comma + 1;
-      }
+      o.sizes = device_bench::parse_sizes(argv[++i], 1);
     } else {
       std::printf("usage: mpiexec -n 2 bench_coll [--sizes 8,4K,4M] [--reps N] [--quick] [--json FILE]\n");
       MPI_Finalize();

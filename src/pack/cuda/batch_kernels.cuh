@@ -112,6 +112,17 @@ __device__ __forceinline__ void general_chunk(const GeneralMove& m, const char* 
 #undef FERRY_GENERAL_CASE
 }
 
+// A lean chunk at its move's word size.
+__device__ __forceinline__ void lean_any(const LeanMove& m, const char* src, char* dst, const Chunk& c) {
+  switch (m.lw) {
+    case 0: return lean_chunk<0>(m, src, dst, c);
+    case 1: return lean_chunk<1>(m, src, dst, c);
+    case 2: return lean_chunk<2>(m, src, dst, c);
+    case 3: return lean_chunk<3>(m, src, dst, c);
+    default: return lean_chunk<4>(m, src, dst, c);
+  }
+}
+
 // The block's chunk, its move (copied into shared memory) and its two pointers.
 template <class M>
 __device__ __forceinline__ Chunk load_chunk(const std::uint64_t* __restrict__ slots,
@@ -135,15 +146,7 @@ lean_batch_kernel(const std::uint64_t* __restrict__ slots, const LeanMove* __res
   __shared__ char* ptr[2];
   const Chunk c = load_chunk(slots, moves, chunks, raw, ptr);
   const LeanMove& m = *reinterpret_cast<const LeanMove*>(raw);
-  const char* src = ptr[0] + m.src_off;
-  char* dst = ptr[1] + m.dst_off;
-  switch (m.lw) {
-    case 0: return lean_chunk<0>(m, src, dst, c);
-    case 1: return lean_chunk<1>(m, src, dst, c);
-    case 2: return lean_chunk<2>(m, src, dst, c);
-    case 3: return lean_chunk<3>(m, src, dst, c);
-    default: return lean_chunk<4>(m, src, dst, c);
-  }
+  lean_any(m, ptr[0] + m.src_off, ptr[1] + m.dst_off, c);
 }
 
 static __global__ void __launch_bounds__(kBatchThreads)

@@ -158,22 +158,13 @@ __global__ void __launch_bounds__(detail::kBatchThreads, detail::kBatchMinBlocks
 lean_pieces_kernel(const detail::LeanMove* __restrict__ moves, const detail::Chunk* __restrict__ chunks,
                    const char* src, char* dst) {
   using detail::LeanMove;
-  using detail::lean_chunk;
   __shared__ std::uint64_t raw[sizeof(LeanMove) / 8];
   const detail::Chunk c = chunks[blockIdx.x];
   const auto* words = reinterpret_cast<const std::uint64_t*>(moves + c.move);
   for (unsigned i = threadIdx.x; i < sizeof(LeanMove) / 8; i += blockDim.x) raw[i] = words[i];
   __syncthreads();
   const LeanMove& m = *reinterpret_cast<const LeanMove*>(raw);
-  const char* s = src + m.src_off;
-  char* d = dst + m.dst_off;
-  switch (m.lw) {
-    case 0: return lean_chunk<0>(m, s, d, c);
-    case 1: return lean_chunk<1>(m, s, d, c);
-    case 2: return lean_chunk<2>(m, s, d, c);
-    case 3: return lean_chunk<3>(m, s, d, c);
-    default: return lean_chunk<4>(m, s, d, c);
-  }
+  detail::lean_any(m, src + m.src_off, dst + m.dst_off, c);
 }
 
 std::atomic<long> launched{0};
