@@ -206,24 +206,35 @@ TEST(Collectives, BlocksOfOnePairMerged) {
 // ranks on host and odd ranks on device memory) must still take the same path: the first call of
 // each kind on a communicator agrees. Here only the odd ranks "have GPU buffers"
 // (ferry_mpi_collective_wish), and every rank's MPI_Alltoall and MPI_Ialltoallv are then Ferry's
-// messages, with the right data; on a communicator where no rank wishes, none is.
+// messages, with the right data; on a communicator where no rank wishes, none is. An MPI_Alltoall
+// of blocks up to FERRY_MIRROR_MAX (8 KiB) goes to the MPI at every process whatever they wish
+// (Ferry's messages only in the protocol test), without agreeing first.
 TEST(Collectives, MixedProcessesAgree) {
   const auto [me, n] = place(MPI_COMM_WORLD);
+  const char* env = std::getenv("FERRY_PROTOCOL_TEST");
+  const bool protocol = env && std::string(env) == "1";
   for (const int odd_wish : {1, 0}) {
     MPI_Comm comm;
     ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);  // no agreement yet
     ferry_mpi_collective_wish(me % 2 == 1 ? odd_wish : 0);
     const long ours = odd_wish && n > 1 ? 1 : 0;
+    for (const int block : {1, 4096}) {  // 4 B, then 16 KiB to each process
+      std::vector<int> send = initial(n * block, true), recv = initial(n * block, false);
+      const long before = ferry_mpi_collective_messages();
+      ASSERT_EQ(MPI_Alltoall(send.data(), block, MPI_INT, recv.data(), block, MPI_INT, comm), MPI_SUCCESS);
+      EXPECT_EQ(ferry_mpi_collective_messages() - before, block > 1 || protocol ? ours : 0)
+          << "MPI_Alltoall of " << block << " int(s), odd ranks wish " << odd_wish;
+      for (int q = 0; q < n; ++q)
+        for (int k = 0; k < block; k += block > 1 ? 1023 : 1)
+          EXPECT_EQ(recv[static_cast<std::size_t>(q * block + k)], sent_value(q, me * block + k))
+              << "from " << q << ", int " << k << " of " << block;
+    }
     std::vector<int> send = initial(n, true), recv = initial(n, false);
-    long before = ferry_mpi_collective_messages();
-    ASSERT_EQ(MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm), MPI_SUCCESS);
-    EXPECT_EQ(ferry_mpi_collective_messages() - before, ours) << "MPI_Alltoall, odd ranks wish " << odd_wish;
-    for (int q = 0; q < n; ++q) EXPECT_EQ(recv[static_cast<std::size_t>(q)], sent_value(q, me)) << "from " << q;
     // The next kind agrees at its own first call.
     std::vector<int> ones(static_cast<std::size_t>(n), 1), at(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) at[static_cast<std::size_t>(i)] = i;
     std::fill(recv.begin(), recv.end(), -1);
-    before = ferry_mpi_collective_messages();
+    const long before = ferry_mpi_collective_messages();
     MPI_Request r;
     ASSERT_EQ(MPI_Ialltoallv(send.data(), ones.data(), at.data(), MPI_INT, recv.data(), ones.data(), at.data(),
                              MPI_INT, comm, &r),

@@ -76,7 +76,8 @@ template <class Fn, class... Req>
 [[gnu::noinline]] int fan(Fn fn, Degrees d, bool each, const void* sendbuf, int sendcount,
                           MPI_Datatype sendtype, void* recvbuf, int recvcount,
                           MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
-  if (each || d.neighbourhood) {
+  // Small blocks of MPI_Alltoall go to the mirrors below (pairs::mirrored).
+  if ((each || d.neighbourhood) && (d.neighbourhood || !pairs::mirrored(recvcount, recvtype))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     using C = pairs::Call;
     const C call = !each ? C::neighbor_allgather : d.neighbourhood ? C::neighbor_alltoall : C::alltoall;

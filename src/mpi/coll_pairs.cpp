@@ -246,6 +246,15 @@ bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, c
   return gpu(sendbuf, first_send) || gpu(recvbuf, first_recv);
 }
 
+bool mirrored(int count, MPI_Datatype type) {
+  static const i64 max = env::integer(env::Knob::mirror_max);
+  int size = 0;
+  if (max <= 0 || forced.load(std::memory_order_relaxed) >= 0 || hot::host_sends || type == MPI_DATATYPE_NULL ||
+      PMPI_Type_size(type, &size) != MPI_SUCCESS)
+    return false;
+  return i64{count} * size <= max;
+}
+
 MPI_Comm channel_of(MPI_Comm comm, const Plan& plan) {
   const MPI_Comm c = plan.channel != MPI_COMM_NULL ? plan.channel : private_comm(comm);
   if (c == MPI_COMM_NULL) throw ferry::Error(MPI_ERR_INTERN, "no private communicator for a collective");

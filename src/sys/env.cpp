@@ -101,6 +101,9 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "MPI_Alltoall(v/w) and the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers move "
      "each block as a message of Ferry's (IPC, staged, pipelined); 0 runs the MPI's own on host "
      "copies of the buffers."},
+    {Knob::mirror_max, "FERRY_MIRROR_MAX", Kind::bytes, "8K", 0, kMax, "",
+     "MPI_Alltoall on GPU buffers with blocks of at most this many bytes runs as the MPI's own on "
+     "host copies (one copy each way beats a message per peer); 0: Ferry's messages at every size."},
     {Knob::aggregate, "FERRY_AGGREGATE", Kind::choice, "auto", 0, 0, "auto|on|off",
      "Persistent neighbourhood collectives send the blocks between two nodes as one message through "
      "a leader on each side; `auto` where blocks are many (two per pair of nodes on average) and "

@@ -52,6 +52,7 @@ enum class Knob : int {
   batch_receive,
   reorder,
   native_collectives,
+  mirror_max,
   aggregate,
   count
 };
