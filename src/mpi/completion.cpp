@@ -16,9 +16,6 @@ namespace {
 // call's result, MPI_ERR_IN_STATUS when finishing one failed (its status says).
 int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone, MPI_Status* st,
                  bool indexed_status, int rc) {
-  // Staged receives into GPU memory among them: their copies wait for the GPU once, at the end.
-  std::optional<transport::UnstageBatch> unstaged;
-  if (ndone > 1 && !hot::no_requests()) unstaged.emplace();
   if (ndone > 1 && hot::stubs.load(std::memory_order_acquire) > 0) {
     // Stub receives among them fetch their data together: one wait for the GPU, not one each.
     std::vector<Requests::Arrived> arrived;
@@ -41,8 +38,7 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
       rc = MPI_ERR_IN_STATUS;
     }
   }
-  const int waited = unstaged ? unstaged->settle() : MPI_SUCCESS;
-  return waited != MPI_SUCCESS && rc == MPI_SUCCESS ? waited : rc;
+  return rc;
 }
 
 // The single-request forms: `call` is PMPI_Wait (serving) or PMPI_Test.
