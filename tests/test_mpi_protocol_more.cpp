@@ -274,4 +274,39 @@ TEST_F(Protocol, Threads) {
   MPI_Barrier(pair_comm());
 }
 
+// Under MPI_THREAD_MULTIPLE: threads whose small messages Ferry does not track complete them in
+// MPI_Waitall while other threads post tracked (pipelined) ones. MPI hands a handle it freed in
+// one thread's wait to another thread's new request at once; the first thread's completion must
+// not take the new request's entry for its own (it did: the other receive then kept the stub as
+// its data, or its staging went back to the pool while in use).
+TEST_F(Protocol, ThreadsReusingHandles) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level != MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+  const int other = 1 - pair_rank();
+  const int threads = 4;
+  const int n_large = (1 << 17) + 8;  // just over 1 MiB: pipelined under FERRY_PIPELINE_MIN=1 MiB
+  std::vector<int> bad(threads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const bool large = t % 2 == 1;
+      const int n = large ? n_large : 8;
+      const int rounds = large ? 12 : 3000;
+      std::vector<double> got(static_cast<std::size_t>(n));
+      for (int k = 0; k < rounds; ++k) {
+        const auto mine = pattern(pair_rank(), t * 10 + k % 7, static_cast<std::size_t>(n));
+        MPI_Request r[2];
+        MPI_Irecv(got.data(), n, MPI_DOUBLE, other, 300 + t, pair_comm(), &r[0]);
+        MPI_Isend(mine.data(), n, MPI_DOUBLE, other, 300 + t, pair_comm(), &r[1]);
+        if (MPI_Waitall(2, r, MPI_STATUSES_IGNORE) != MPI_SUCCESS) ++bad[static_cast<std::size_t>(t)];
+        if (got != pattern(other, t * 10 + k % 7, static_cast<std::size_t>(n))) ++bad[static_cast<std::size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(bad[static_cast<std::size_t>(t)], 0) << "thread " << t;
+  MPI_Barrier(pair_comm());
+}
+
 }  // namespace

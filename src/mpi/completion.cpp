@@ -14,8 +14,9 @@ namespace {
 
 // Completes our requests among those PMPI just finished: `done` indices into `orig`. Returns the
 // call's result, MPI_ERR_IN_STATUS when finishing one failed (its status says).
+// `before`: the epoch taken before the MPI call (Requests::complete).
 int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone, MPI_Status* st,
-                 bool indexed_status, int rc) {
+                 bool indexed_status, int rc, std::uint64_t before) {
   if (ndone > 1 && hot::stubs.load(std::memory_order_acquire) > 0) {
     // Stub receives among them fetch their data together: one wait for the GPU, not one each.
     std::vector<Requests::Arrived> arrived;
@@ -24,7 +25,7 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
       const MPI_Status& s = st[indexed_status ? i : k];
       if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
       if (rc == MPI_ERR_IN_STATUS && s.MPI_ERROR != MPI_SUCCESS) continue;
-      arrived.push_back({orig[static_cast<std::size_t>(i)], 0, s});
+      arrived.push_back({orig[static_cast<std::size_t>(i)], 0, s, before});
     }
     if (arrived.size() > 1) requests().fetch_stubs(arrived);
   }
@@ -32,7 +33,7 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
     const int i = done ? done[k] : k;
     if (orig[static_cast<std::size_t>(i)] == MPI_REQUEST_NULL) continue;
     MPI_Status* s = &st[indexed_status ? i : k];
-    const int e = requests().complete(orig[static_cast<std::size_t>(i)], s, rc == MPI_ERR_IN_STATUS);
+    const int e = requests().complete(orig[static_cast<std::size_t>(i)], s, rc == MPI_ERR_IN_STATUS, before);
     if (e > 0) {
       s->MPI_ERROR = e;
       rc = MPI_ERR_IN_STATUS;
@@ -41,18 +42,38 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
   return rc;
 }
 
+// The handles of one wait or test call, claimed for this thread while it runs (Requests::claim).
+class Claim {
+ public:
+  Claim(const MPI_Request* reqs, int n) {
+    if (n <= 0 || hot::no_requests()) return;
+    handles_.assign(reqs, reqs + n);
+    requests().claim(handles_.data(), n);
+  }
+  ~Claim() {
+    if (!handles_.empty()) requests().unclaim(handles_.data(), static_cast<int>(handles_.size()));
+  }
+  Claim(const Claim&) = delete;
+  Claim& operator=(const Claim&) = delete;
+
+ private:
+  std::vector<MPI_Request> handles_;
+};
+
 // The single-request forms: `call` is PMPI_Wait (serving) or PMPI_Test.
 template <class Call>
 int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(1, request);
+    const Claim claim(request, 1);
     const MPI_Request orig = *request;
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
+    const std::uint64_t before = requests().epoch();
     int rc = call(request, flag, st);
-    if (rc != MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().drop(orig);
+    if (rc != MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().drop(orig, before);
     if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) {
-      const int e = requests().complete(orig, st);
+      const int e = requests().complete(orig, st, false, before);
       if (e > 0) rc = e;
     }
     return rc;
@@ -75,9 +96,11 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
 [[gnu::noinline]] int all(int count, MPI_Request* reqs, int* flag, MPI_Status* statuses, bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(count, reqs);
+    const Claim claim(reqs, count);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + count);
     Statuses st(count, statuses);
+    const std::uint64_t before = requests().epoch();
     int rc;
     if (blocking && !requests().polling()) {
       rc = PMPI_Waitall(count, reqs, st.use);
@@ -93,7 +116,7 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
       }
     }
     if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
-      rc = complete_all(orig, nullptr, count, st.use, true, rc);
+      rc = complete_all(orig, nullptr, count, st.use, true, rc, before);
     return rc;
   });
 }
@@ -102,8 +125,10 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
                           bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(count, reqs);
+    const Claim claim(reqs, count);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + count);
+    const std::uint64_t before = requests().epoch();
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     int rc;
@@ -118,7 +143,7 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
       }
     }
     if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) {
-      rc = complete_all(orig, index, 1, st, false, rc);
+      rc = complete_all(orig, index, 1, st, false, rc, before);
       if (rc == MPI_ERR_IN_STATUS) rc = st->MPI_ERROR;
     }
     return rc;
@@ -129,9 +154,11 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
                            bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(incount, reqs);
+    const Claim claim(reqs, incount);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + incount);
     Statuses st(incount, statuses);
+    const std::uint64_t before = requests().epoch();
     int rc;
     if (blocking && !requests().polling()) {
       rc = PMPI_Waitsome(incount, reqs, outcount, indices, st.use);
@@ -143,7 +170,7 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
       }
     }
     if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED)
-      rc = complete_all(orig, indices, *outcount, st.use, false, rc);
+      rc = complete_all(orig, indices, *outcount, st.use, false, rc, before);
     return rc;
   });
 }

@@ -53,7 +53,7 @@ void Requests::fetch_stubs(std::vector<Arrived>& arrived, bool keep_open) {
     Pending p;
     {
       std::lock_guard lock(mutex_);
-      auto it = locate(a.r, a.id);
+      auto it = locate(a.r, a.id, a.before);
       if (it == table_.end()) continue;
       const Pending& q = it->second;
       if (!q.recv || !q.may_be_stub || q.stub_state != 0 || q.delivered || (q.persistent && !q.active)) continue;

@@ -25,10 +25,11 @@ void Requests::count_stub(const Pending& p, int delta) {
     hot::stubs.fetch_add(delta, std::memory_order_acq_rel);
 }
 
-// The entry a handle names (mutex_ held): with `id`, exactly that entry; else, when MPI has handed
-// the handle out again while an older entry still waits for its completion here, the calling
-// thread's own entry first, then the oldest.
-Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id) {
+// The entry a handle names (mutex_ held): with `id`, exactly that entry; else, among the entries
+// up to id `before` (see complete()), when MPI has handed the handle out again while an older
+// entry still waits for its completion here, the calling thread's own entry first, then the
+// oldest.
+Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id, std::uint64_t before) {
   auto [first, last] = table_.equal_range(r);
   if (first == last) return table_.end();
   if (id) {
@@ -37,9 +38,36 @@ Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id) {
     return table_.end();
   }
   const auto me = std::this_thread::get_id();
-  for (auto it = first; it != last; ++it)
-    if (it->second.owner == me) return it;
-  return first;
+  auto oldest = table_.end();
+  for (auto it = first; it != last; ++it) {
+    const Pending& p = it->second;
+    if (p.id > before || (p.claimed != std::thread::id{} && p.claimed != me)) continue;
+    if (p.owner == me) return it;
+    if (oldest == table_.end()) oldest = it;
+  }
+  return oldest;
+}
+
+void Requests::claim(const MPI_Request* reqs, int n) {
+  const auto me = std::this_thread::get_id();
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    auto [first, last] = table_.equal_range(reqs[i]);
+    for (auto it = first; it != last; ++it)
+      if (it->second.claimed == std::thread::id{}) it->second.claimed = me;
+  }
+}
+
+void Requests::unclaim(const MPI_Request* reqs, int n) {
+  const auto me = std::this_thread::get_id();
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    auto [first, last] = table_.equal_range(reqs[i]);
+    for (auto it = first; it != last; ++it)
+      if (it->second.claimed == me) it->second.claimed = std::thread::id{};
+  }
 }
 
 void Requests::add(MPI_Request r, Pending p) {
@@ -83,7 +111,7 @@ bool Requests::cancellable(MPI_Request r) {
   return it == table_.end() || !it->second.uncancellable;
 }
 
-int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
+int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status, std::uint64_t before) {
   if (errors_in_status && st->MPI_ERROR == MPI_ERR_PENDING) return -1;  // still active
   const bool ok = !errors_in_status || st->MPI_ERROR == MPI_SUCCESS;
   std::unique_lock stub_lock(stub_mutex_);  // an early fetch of this request may be under way
@@ -91,7 +119,7 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status) {
   Pending p;
   {
     std::lock_guard lock(mutex_);
-    auto it = locate(r);
+    auto it = locate(r, 0, before);
     if (it == table_.end()) return -1;
     count_stub(it->second, -1);
     if (it->second.persistent) {
@@ -224,11 +252,11 @@ void* Requests::staging_of(MPI_Request r) {
   return it == table_.end() ? nullptr : it->second.staging;
 }
 
-void Requests::drop(MPI_Request r) {
+void Requests::drop(MPI_Request r, std::uint64_t before) {
   void* staging = nullptr;
   {
     std::lock_guard lock(mutex_);
-    auto it = locate(r);
+    auto it = locate(r, 0, before);
     if (it == table_.end()) return;
     count_stub(it->second, -1);
     if (it->second.persistent) {  // stays for MPI_Request_free; no longer active

@@ -83,6 +83,7 @@ struct Pending {
   bool detached = false;     // freed by MPI_Request_free while active: progress completes it
   bool delivered = false;    // MPI_Request_get_status saw it complete and the data is in place
   std::thread::id owner = std::this_thread::get_id();  // the thread that posted it
+  std::thread::id claimed{};  // the thread inside a wait or test of it (Requests::claim)
   std::uint64_t id = 0;                                 // unique, given by Requests::add
   bool uncancellable = false;  // a stub is out: MPI_Cancel leaves it alone
   // A receive that may get a stub: where it came from, and what became of it.
@@ -108,6 +109,7 @@ int unpack_arrived(const void* staging, MPI_Status* st, const transport::Target&
 // the oldest (see locate).
 class Requests {
  public:
+  static constexpr std::uint64_t kAnyEntry = ~std::uint64_t{0};  // no bound on an entry's id
   void add(MPI_Request r, Pending p);
   // A send or collective of Ferry's under `r`: recorded, or, when MPI completed it at once, finished
   // now and not recorded. (A request MPI completes at once may share its handle with other
@@ -124,7 +126,19 @@ class Requests {
   // the status, runs the finish step); returns -1 if it was not ours, else the request's result.
   // `errors_in_status`: the call returned MPI_ERR_IN_STATUS, so each status's MPI_ERROR says how
   // its request ended (otherwise MPI leaves that field unset and success is implied).
-  int complete(MPI_Request r, MPI_Status* st, bool errors_in_status = false);
+  // `before` (an epoch() taken before the MPI call that completed `r`): only an entry made by then
+  // can be r's. Under MPI_THREAD_MULTIPLE, MPI may hand a handle it freed in this thread's call
+  // (a request Ferry did not track) to another thread's new request at once, whose entry must
+  // not be taken for it (its staging buffer went back to the pool while the peer still read it).
+  int complete(MPI_Request r, MPI_Status* st, bool errors_in_status = false, std::uint64_t before = kAnyEntry);
+  // The id of the newest entry so far.
+  std::uint64_t epoch() const { return next_id_.load(std::memory_order_acquire); }
+  // Around a wait or test of `n` handles: the entries they name, claimed by no other thread, are
+  // this thread's to complete until unclaim(). So when MPI frees one of them in that call and
+  // another thread's plain request gets its handle and completes, that thread does not take the
+  // entry for its own (the other way round from complete()'s `before`).
+  void claim(const MPI_Request* reqs, int n);
+  void unclaim(const MPI_Request* reqs, int n);
   // Receives that may hold a stub and are not finished yet (or requests freed while active): while
   // there are any, blocking calls poll (progress) instead of blocking inside the MPI.
   // (Also sends whose serve step has not run: hot::stubs counts both.)
@@ -157,8 +171,9 @@ class Requests {
   // batches open only inside a KeepOpen scope.
   struct Arrived {
     MPI_Request r;
-    std::uint64_t id;  // 0: the entry locate() finds
+    std::uint64_t id;  // 0: the entry locate() finds, among those up to `before` (see complete)
     MPI_Status st;
+    std::uint64_t before = kAnyEntry;
   };
   void fetch_stubs(std::vector<Arrived>& arrived, bool keep_open = false);
   // Settles the open batches whose copies are done (`wait`: all, waiting for them): their senders
@@ -186,19 +201,19 @@ class Requests {
   // The staging buffer of a request of ours (null if none).
   void* staging_of(MPI_Request r);
   // A request that completed with an error: forget it (its staging goes back to the pool).
-  void drop(MPI_Request r);
+  void drop(MPI_Request r, std::uint64_t before = kAnyEntry);
   // Forgets a persistent request (MPI_Request_free); its staging goes back to the pool.
   // Returns 0 if not ours, 1 if freed, 2 if it is active (the caller must complete it first).
   int forget_persistent(MPI_Request r);
 
  private:
   using Table = std::multimap<MPI_Request, Pending>;
-  Table::iterator locate(MPI_Request r, std::uint64_t id = 0);
+  Table::iterator locate(MPI_Request r, std::uint64_t id = 0, std::uint64_t before = kAnyEntry);
   void progress_of(bool all_threads, std::thread::id owner, bool leave_open = false);
   bool in_flight(MPI_Request r);
   void complete_detached(MPI_Request r);
   void count_stub(const Pending& p, int delta);
-  std::uint64_t next_id_ = 0;
+  std::atomic<std::uint64_t> next_id_{0};
   std::mutex mutex_;
   std::recursive_mutex stub_mutex_;  // one stub fetch at a time, by progress or by completion
   Table table_;
