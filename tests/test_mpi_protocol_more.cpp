@@ -1,6 +1,8 @@
 // tests/test_mpi_protocol_more.cpp — test_mpi_protocol, part 2: sendrecv, progress, order, threads.
 #include "test_mpi_protocol.hpp"
 
+#include <chrono>
+
 namespace {
 
 using namespace ferry_protocol_test;
@@ -306,6 +308,44 @@ TEST_F(Protocol, ThreadsReusingHandles) {
   }
   for (auto& th : pool) th.join();
   for (int t = 0; t < threads; ++t) EXPECT_EQ(bad[static_cast<std::size_t>(t)], 0) << "thread " << t;
+  MPI_Barrier(pair_comm());
+}
+
+// A process that only posts (MPI_Isend and MPI_Irecv, no wait or test) still serves the stub
+// receives it has pending, at most kOpenPassGap (100 us) apart: a blocking pipelined send to it
+// completes while it posts, not once it waits 2 s later.
+TEST_F(Protocol, PostingServesPendingReceives) {
+  const int other = 1 - pair_rank();
+  const std::vector<double> mine = pattern(pair_rank(), 5);
+  std::vector<double> got(kN);
+  MPI_Request big;
+  ASSERT_EQ(MPI_Irecv(got.data(), kN, MPI_DOUBLE, other, 400, pair_comm(), &big), MPI_SUCCESS);
+  MPI_Barrier(pair_comm());
+  if (pair_rank() == 0) {
+    const double t0 = MPI_Wtime();
+    ASSERT_EQ(MPI_Send(mine.data(), kN, MPI_DOUBLE, other, 400, pair_comm()), MPI_SUCCESS);
+    EXPECT_LT(MPI_Wtime() - t0, 1.0) << "the receiver served its pending receive only once it waited";
+    ASSERT_EQ(MPI_Wait(&big, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  } else {
+    const int posts = 4000;  // about 2 s of posting, one small message to itself every 0.5 ms
+    std::vector<int> in(posts, -1), out(posts);
+    std::vector<MPI_Request> small;
+    small.reserve(2 * posts);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < posts && MPI_Wtime() - t0 < 2.0; ++i) {
+      out[static_cast<std::size_t>(i)] = i;
+      small.emplace_back();
+      MPI_Irecv(&in[static_cast<std::size_t>(i)], 1, MPI_INT, pair_rank(), 401, pair_comm(), &small.back());
+      small.emplace_back();
+      MPI_Isend(&out[static_cast<std::size_t>(i)], 1, MPI_INT, pair_rank(), 401, pair_comm(), &small.back());
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    ASSERT_EQ(MPI_Waitall(static_cast<int>(small.size()), small.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    for (std::size_t i = 0; i < small.size() / 2; ++i) EXPECT_EQ(in[i], static_cast<int>(i));
+    ASSERT_EQ(MPI_Send(mine.data(), kN, MPI_DOUBLE, other, 400, pair_comm()), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&big, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  }
+  EXPECT_EQ(got, pattern(other, 5));
   MPI_Barrier(pair_comm());
 }
 
