@@ -42,22 +42,22 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
   return rc;
 }
 
-// The handles of one wait or test call, claimed for this thread while it runs (Requests::claim).
+// The handles of one wait or test call (the caller's copy from before the call, which outlives
+// this), claimed for this thread while it runs (Requests::claim).
 class Claim {
  public:
-  Claim(const MPI_Request* reqs, int n) {
-    if (n <= 0 || hot::no_requests()) return;
-    handles_.assign(reqs, reqs + n);
-    requests().claim(handles_.data(), n);
+  Claim(const MPI_Request* orig, int n) : orig_(orig), n_(hot::no_requests() ? 0 : n) {
+    if (n_ > 0) requests().claim(orig_, n_, true);
   }
   ~Claim() {
-    if (!handles_.empty()) requests().unclaim(handles_.data(), static_cast<int>(handles_.size()));
+    if (n_ > 0) requests().claim(orig_, n_, false);
   }
   Claim(const Claim&) = delete;
   Claim& operator=(const Claim&) = delete;
 
  private:
-  std::vector<MPI_Request> handles_;
+  const MPI_Request* orig_;
+  int n_;
 };
 
 // The single-request forms: `call` is PMPI_Wait (serving) or PMPI_Test.
@@ -65,8 +65,8 @@ template <class Call>
 int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(1, request);
-    const Claim claim(request, 1);
     const MPI_Request orig = *request;
+    const Claim claim(&orig, 1);
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
     const std::uint64_t before = requests().epoch();
@@ -96,9 +96,9 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
 [[gnu::noinline]] int all(int count, MPI_Request* reqs, int* flag, MPI_Status* statuses, bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(count, reqs);
-    const Claim claim(reqs, count);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + count);
+    const Claim claim(orig.data(), count);
     Statuses st(count, statuses);
     const std::uint64_t before = requests().epoch();
     int rc;
@@ -125,9 +125,9 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
                           bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(count, reqs);
-    const Claim claim(reqs, count);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + count);
+    const Claim claim(orig.data(), count);
     const std::uint64_t before = requests().epoch();
     MPI_Status local;
     MPI_Status* st = status == MPI_STATUS_IGNORE ? &local : status;
@@ -154,9 +154,9 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
                            bool blocking) noexcept {
   return guard(MPI_COMM_WORLD, [&] {
     persistent::Swap swap(incount, reqs);
-    const Claim claim(reqs, incount);
     if (!blocking) serve();
     std::vector<MPI_Request> orig(reqs, reqs + incount);
+    const Claim claim(orig.data(), incount);
     Statuses st(incount, statuses);
     const std::uint64_t before = requests().epoch();
     int rc;

@@ -48,25 +48,15 @@ Requests::Table::iterator Requests::locate(MPI_Request r, std::uint64_t id, std:
   return oldest;
 }
 
-void Requests::claim(const MPI_Request* reqs, int n) {
-  const auto me = std::this_thread::get_id();
+void Requests::claim(const MPI_Request* reqs, int n, bool take) {
+  const std::thread::id me = std::this_thread::get_id(), none{};
+  const std::thread::id from = take ? none : me, to = take ? me : none;
   std::lock_guard lock(mutex_);
   for (int i = 0; i < n; ++i) {
     if (reqs[i] == MPI_REQUEST_NULL) continue;
     auto [first, last] = table_.equal_range(reqs[i]);
     for (auto it = first; it != last; ++it)
-      if (it->second.claimed == std::thread::id{}) it->second.claimed = me;
-  }
-}
-
-void Requests::unclaim(const MPI_Request* reqs, int n) {
-  const auto me = std::this_thread::get_id();
-  std::lock_guard lock(mutex_);
-  for (int i = 0; i < n; ++i) {
-    if (reqs[i] == MPI_REQUEST_NULL) continue;
-    auto [first, last] = table_.equal_range(reqs[i]);
-    for (auto it = first; it != last; ++it)
-      if (it->second.claimed == me) it->second.claimed = std::thread::id{};
+      if (it->second.claimed == from) it->second.claimed = to;
   }
 }
 

@@ -134,11 +134,10 @@ class Requests {
   // The id of the newest entry so far.
   std::uint64_t epoch() const { return next_id_.load(std::memory_order_acquire); }
   // Around a wait or test of `n` handles: the entries they name, claimed by no other thread, are
-  // this thread's to complete until unclaim(). So when MPI frees one of them in that call and
-  // another thread's plain request gets its handle and completes, that thread does not take the
-  // entry for its own (the other way round from complete()'s `before`).
-  void claim(const MPI_Request* reqs, int n);
-  void unclaim(const MPI_Request* reqs, int n);
+  // this thread's to complete until the same call with `take` false. So when MPI frees one of them
+  // in that call and another thread's plain request gets its handle and completes, that thread
+  // does not take the entry for its own (the other way round from complete()'s `before`).
+  void claim(const MPI_Request* reqs, int n, bool take);
   // Receives that may hold a stub and are not finished yet (or requests freed while active): while
   // there are any, blocking calls poll (progress) instead of blocking inside the MPI.
   // (Also sends whose serve step has not run: hot::stubs counts both.)
