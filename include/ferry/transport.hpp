@@ -1,15 +1,13 @@
 // ferry/transport.hpp — how bytes move between ranks: the layer under the MPI interposer and the
 // halo-exchange library (both are its clients; neither reaches around it to CUDA or to the other).
 //
-// Its parts: the topology (node and GPU of each rank, the locality of a pair, a node's GPU-to-GPU
-// bandwidth, simulated layouts for tests), the memory pools (pinned host and per-device), CUDA IPC
-// (the export side: a handle for a device pointer; the import side: a cache of peers' mapped
-// allocations), and messages: the Route of one message (its memory, its method) and the methods
-// that move it (local, IPC, staged, pipelined, pass-through), as sender/receiver pairs of the stub
-// protocol that the MPI interposer runs (docs/design.md, "The route of one message"). There is one transport per process: libferry is a shared library that the
-// interposer and applications link, so a program run under LD_PRELOAD=libferry-mpi.so that also
-// calls Ferry has one set of pools and one IPC cache. The transport calls only PMPI_* functions.
-//
+// Its parts: the topology (node and GPU of each rank, pair locality, a node's GPU-to-GPU bandwidth,
+// simulated layouts for tests), the pools (pinned host, per device), CUDA IPC (handles exported;
+// peers' allocations mapped, cached), and messages: the Route of one message (memory, method) and
+// the methods that move it (local, IPC, staged, pipelined, pass-through), sender/receiver pairs of
+// the stub protocol the MPI interposer runs (docs/design.md, "The route of one message"). One
+// transport per process: libferry is a shared library that the interposer and applications link
+// (one set of pools, one IPC cache under LD_PRELOAD too). The transport calls only PMPI_*.
 // Errors: ferry::Error with an MPI error class (bad arguments MPI_ERR_ARG, a rank outside the
 // layout MPI_ERR_RANK, CUDA failures MPI_ERR_OTHER, out of memory MPI_ERR_NO_MEM). All functions
 // are thread-safe unless they say otherwise.
@@ -182,7 +180,6 @@ Pool& pinned_pool();
 // Device memory of CUDA device `device`, allocated there whatever the caller's current device
 // (MPI_ERR_OTHER without a GPU or for a device that does not exist).
 Pool& device_pool(int device);
-
 // A pool buffer for one scope, or until release() hands it to someone who puts it back.
 class Buffer {
  public:
@@ -334,7 +331,6 @@ enum class Method : std::uint8_t {
   local,        // this process (a send to itself): one copy or kernel, sender's layout to receiver's
 };
 const char* name(Method m);
-
 // Where the bytes of a message are: host memory (pageable or pinned: the MPI reads both), or GPU
 // memory (device or managed), with the allocation of its lowest byte.
 struct Memory {
@@ -351,7 +347,6 @@ struct Memory {
 // Cost: none without a GPU; a host page the pointer cache knows costs a table lookup; else one
 // driver query (0.1-0.2 us), one per distinct allocation for MPI_BOTTOM.
 Memory locate(const void* origin, i64 count, const Type& type);
-
 // One message (or one buffer of a collective), decided once and carried: the interposer makes one
 // per buffer, and nothing below it asks the type registry, the CUDA driver or the model again.
 struct Route {
@@ -378,7 +373,6 @@ struct Route {
 // as it would) and locate(); the method is host, passthrough or staged. Errors: those of locate().
 Route route(const void* origin, i64 count, MPI_Datatype type);
 Route route(const void* origin, i64 count, std::shared_ptr<const Type> type);
-
 // What the MPI call lets a send do besides staging.
 struct Allow {
   bool rendezvous = true;  // ipc and local (the send completes when the receiver has the data)
@@ -394,7 +388,6 @@ struct Allow {
 void choose(Route& r, int peer, Allow allow = {});
 // For a staged receive of GPU data: how to unpack it (model's unpack surfaces).
 void choose_unpack(Route& r);
-
 // The decision choose() makes, from its inputs alone (the CPU tests drive it with every
 // combination, a CUDA-aware MPI's included).
 struct Choice {
@@ -412,7 +405,6 @@ struct Choice {
 };
 // `decisions`: the model's (null: staged where a threshold does not decide).
 Method select(const Choice& c, model::DecisionCache* decisions);
-
 // Forces a method / pack for the messages that follow (measurements); nullopt: the model decides.
 // A forced IPC also goes below the 4 KiB floor (receives into GPU memory, or blocking ones of at
 // least kStubBytes, check for stubs whatever their size).
@@ -421,7 +413,6 @@ void force_pack(std::optional<model::Pack> p);
 // The model's locality of world rank `peer` for data on `device` as a name ("same_gpu",
 // "other_gpu", "other_node"); null when the protocol is off or the rank does not exist.
 const char* locality_name(int peer, int device);
-
 // The pipelined chunk: MPI-ACC's rule on the model's curves. A message of `bytes` cut into chunks
 // of c bytes takes P(c) + M(c) + U(c) + (n - 1) max(P(c), M(c), U(c)) for n chunks, P and U the
 // pack and unpack times (surfaces, at block size `block`), M the MPI's time for c bytes
@@ -429,7 +420,6 @@ const char* locality_name(int peer, int device);
 // which lies where the stages balance. `override_bytes` > 0 (FERRY_PIPELINE_CHUNK) wins.
 i64 pipeline_chunk(const model::Model& m, i64 bytes, i64 block, model::Locality l,
                    i64 override_bytes = 0);
-
 // Pass-through: whether the MPI moves GPU memory itself. What the library says of itself (Open
 // MPI's MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support), asked once at run time;
 // `unknown` where this MPI has neither query.
@@ -458,7 +448,6 @@ bool protocol_on();
 bool protocol_test();
 // Pass-through decided at start_protocol (every rank agrees).
 bool passthrough();
-
 // A communicator's ranks as world ranks (kept by receives: the communicator may be freed first).
 struct Ranks {
   bool world = false;  // MPI_COMM_WORLD itself
@@ -473,7 +462,6 @@ struct Ranks {
 Ranks ranks_of(MPI_Comm comm);
 int world_rank(MPI_Comm comm, int rank);
 void forget(MPI_Comm comm);
-
 // A receive of `capacity` bytes from `source` of `comm` may get a stub: the protocol is on, the
 // source may send one (any rank of the world, this one included, or MPI_ANY_SOURCE on an
 // intracommunicator), and the buffer takes one: GPU memory (any size) or host memory of at least
@@ -582,17 +570,29 @@ void stage(const Route& r, void* host);
 // is device memory and `pool_buffer` is given: a pinned pool buffer holding `packed`, which then
 // goes back to the pool once the queued copy is done (the caller must not put it back). The data
 // is then ordered before later work on the legacy default stream and on blocking streams, as a
-// cudaMemcpy from pageable memory is (docs/design.md). Returns true when it took `pool_buffer`.
+// cudaMemcpy from pageable memory is (docs/design.md); inside an UnstageBatch, until it settles.
+// Returns true when it took `pool_buffer`.
 bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first = 0, bool pinned = false,
              void* pool_buffer = nullptr);
+// A scope (one per thread; inner ones join the outer) whose unstage() calls with a `pool_buffer`
+// queue their copies and wait once, in settle() or at its end, then give the buffers back: the
+// staged receives that one MPI_Waitall completes. Not for a caller that reads the data before.
+struct UnstageBatch {
+  UnstageBatch();
+  ~UnstageBatch() { settle(); }
+  UnstageBatch(const UnstageBatch&) = delete;
+  UnstageBatch& operator=(const UnstageBatch&) = delete;
+  int settle() noexcept;  // MPI_SUCCESS, or the error class of the failed wait
+  std::vector<void*> held;  // pool buffers read by queued copies
+  bool outermost;
+};
 // FERRY_ASYNC_RECV: small receives into device memory are queued on the legacy stream, not waited.
 bool async_receive();
 // Pinned buffers whose copies are still queued come back to the pool (called by the pool users
 // now and then; cheap when there are none). `all`: wait for them (finalize).
 void reclaim(bool all = false);
-
-// Messages this process sent and received with each stub method so far (tests, benchmarks).
-struct Counters {  // batched: receives a ReceiveBatch waited for; batch_waits: its waits
+// Messages per stub method so far (tests, benchmarks); batched, batch_waits: a ReceiveBatch's
+struct Counters {  // receives and waits
   long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0, batched = 0, batch_waits = 0;
 };
 Counters counters();

@@ -17,6 +17,9 @@ namespace {
 // `before`: the epoch taken before the MPI call (Requests::complete).
 int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndone, MPI_Status* st,
                  bool indexed_status, int rc, std::uint64_t before) {
+  // Staged receives into GPU memory among them: their copies wait for the GPU once, at the end.
+  std::optional<transport::UnstageBatch> unstaged;
+  if (ndone > 1 && !hot::no_requests()) unstaged.emplace();
   if (ndone > 1 && hot::stubs.load(std::memory_order_acquire) > 0) {
     // Stub receives among them fetch their data together: one wait for the GPU, not one each.
     std::vector<Requests::Arrived> arrived;
@@ -39,7 +42,8 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
       rc = MPI_ERR_IN_STATUS;
     }
   }
-  return rc;
+  const int waited = unstaged ? unstaged->settle() : MPI_SUCCESS;
+  return waited != MPI_SUCCESS && rc == MPI_SUCCESS ? waited : rc;
 }
 
 // The handles of one wait or test call (the caller's copy from before the call, which outlives

@@ -138,7 +138,9 @@ int Requests::complete(MPI_Request r, MPI_Status* st, bool errors_in_status, std
     } else if (p.may_be_stub && p.stub_state == 0 && !p.delivered) {
       stub = transport::receive(p.to, p.staging, p.ranks, st, &rc);
     }
-    if (!stub && p.to.device && !p.delivered) rc = unpack_arrived(p.staging, st, p.to, !p.persistent, &handed);
+    // A finish step may read what arrived: the copy is waited for before it.
+    if (!stub && p.to.device && !p.delivered)
+      rc = unpack_arrived(p.staging, st, p.to, !p.persistent && !p.finish, &handed);
   }
   stub_lock.unlock();
   if (p.finish && !cancelled && ok) {

@@ -106,6 +106,30 @@ Deferred& deferred() {
 
 }  // namespace
 
+namespace {
+thread_local UnstageBatch* open_unstage = nullptr;  // the thread's outermost UnstageBatch
+}  // namespace
+
+UnstageBatch::UnstageBatch() : outermost(open_unstage == nullptr) {
+  if (outermost) open_unstage = this;
+}
+
+int UnstageBatch::settle() noexcept {
+  if (outermost && open_unstage == this) open_unstage = nullptr;
+  if (held.empty()) return MPI_SUCCESS;
+  int rc = MPI_SUCCESS;
+  try {
+    wait_legacy();
+  } catch (const Error& e) {
+    rc = e.mpi_error_class();
+  } catch (...) {
+    rc = MPI_ERR_INTERN;
+  }
+  for (void* p : held) pinned_pool().put(p);
+  held.clear();
+  return rc;
+}
+
 bool async_receive() {
   static const bool on = detail::env::flag(detail::env::Knob::async_recv);
   return on;
@@ -209,6 +233,13 @@ bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first, bool p
     if (copy) {
       wait_legacy();
       return false;
+    }
+  }
+  if (pool_buffer && pinned && open_unstage) {  // waited for once with the batch's others
+    try {
+      open_unstage->held.push_back(pool_buffer);
+      return true;
+    } catch (...) {  // no room to remember it: waited for now
     }
   }
   if (pool_buffer && pinned && async_receive() && !to.managed) {
