@@ -116,6 +116,25 @@ void copy_async(const void* src, i64 scount, const Type& stype, void* dst, i64 d
 void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
           const Type& dtype);
 
+// One copy_async of copy_many_async: `scount` elements of `stype` at `src` into `dcount` of
+// `dtype` at `dst` (the types must live until the call returns).
+struct Copy {
+  const void* src;
+  i64 scount;
+  const Type* stype;
+  void* dst;
+  i64 dcount;
+  const Type* dtype;
+};
+// Runs every copy with copy_async's rules and errors, in few launches on `stream`: copies whose
+// layouts are strided with at most 3 dimensions (halo boxes, subarrays) go up to kCopiesPerLaunch
+// to one launch, their moves in the kernel's parameters (n single copies cost n launches, about
+// 4-5 us of host time each under MPS); the others go one by one. Copies must not overlap. No host
+// synchronization and no allocation: capturable. On an error, copies before the failing one may
+// already be queued.
+constexpr std::size_t kCopiesPerLaunch = 16;
+void copy_many_async(const Copy* copies, std::size_t n, Stream stream = nullptr);
+
 // One contiguous range of GPU memory (this process's, or another's mapped over CUDA IPC or peer
 // access) to copy: `bytes` at `src` to `dst`.
 struct Span {

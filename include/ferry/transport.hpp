@@ -188,11 +188,7 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   void* get() const { return p_; }
-  void* release() {
-    void* q = p_;
-    p_ = nullptr;
-    return q;
-  }
+  void* release() { return std::exchange(p_, nullptr); }
 
  private:
   Pool* pool_;
@@ -544,13 +540,16 @@ class ReceiveBatch {
 
   struct Held;  // one deferred receive: its answer and its mapping (receive.cpp)
   void add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy);
-  // A contiguous copy on `s`, launched with the others as one copy_spans_async at close or settle.
+  // A contiguous copy, or a typed one (types kept by the batch), on `s`: queued, then launched
+  // with the others in few kernels (copy_spans_async, copy_many_async) at close or settle.
   void add_span(const gpu::Span& span, gpu::Stream s);
+  void add_copy(const void* src, i64 scount, std::shared_ptr<const Type> stype, void* dst, i64 dcount,
+                std::shared_ptr<const Type> dtype, gpu::Stream s);
 
  private:
-  void launch_spans();  // throws ferry::Error
-  std::vector<gpu::Span> spans_;
-  gpu::Stream span_stream_ = nullptr;
+  void launch_queued();  // throws ferry::Error
+  struct Queue;          // copies not launched yet (receive.cpp)
+  std::unique_ptr<Queue> queue_;
   std::vector<std::unique_ptr<Held>> held_;
   std::vector<gpu::Stream> streams_;
   std::vector<gpu::Event> events_;  // after close(): one per stream with queued copies

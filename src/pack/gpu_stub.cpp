@@ -21,6 +21,9 @@ void copy(const void*, i64, const Type&, void*, i64, const Type&) { no_cuda(); }
 void copy_spans_async(const Span*, std::size_t n, Stream) {
   if (n > 0) no_cuda();
 }
+void copy_many_async(const Copy*, std::size_t n, Stream) {
+  if (n > 0) no_cuda();
+}
 
 struct Batch::Impl {};
 Batch::Batch(Direction, const std::vector<Job>&) { no_cuda(); }

@@ -70,10 +70,12 @@ const void* at(const void* p, i64 offset) {
 // IPC), `sbytes` in all, into the target, of which `take` bytes fit, queued on `s` when the whole
 // message lands in whole elements of GPU memory: one copy or one kernel from the sender's layout
 // straight into the receiver's. False (nothing queued) otherwise. `device_source`: the source is
-// device memory; `spans`: a batch whose kernel takes a contiguous copy (the source then is GPU
-// memory of this GPU).
-bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take, const Target& to,
-                 gpu::Stream s, bool device_source, ReceiveBatch* spans = nullptr) {
+// device memory; `batch`: a batch that launches a typed copy with others (copy_many_async), and
+// with `spans` a contiguous one too (the source then is GPU memory of this GPU).
+bool queue_typed(const void* sorigin, i64 scount, const std::shared_ptr<const Type>& st, i64 sbytes, i64 take,
+                 const Target& to, gpu::Stream s, bool device_source, ReceiveBatch* batch = nullptr,
+                 bool spans = false) {
+  const Type& stype = *st;
   const Type& rt = *to.type;
   const i64 rsize = rt.size();
   if (!to.device || take != sbytes || rsize <= 0 || take % rsize != 0) return false;
@@ -81,13 +83,15 @@ bool queue_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes,
   char* rfirst = to.element(0) + rt.true_lb();
   if (stype.dense() && rt.dense()) {
     // Said device to device where it is: cudaMemcpyDefault asks the driver about both pointers.
-    if (spans) spans->add_span({rfirst, sfirst, take}, s);
+    if (batch && spans) batch->add_span({rfirst, sfirst, take}, s);
     else if (device_source) gpu::copy_d2d_async(rfirst, sfirst, take, s);
     else gpu::copy_async(rfirst, sfirst, take, s);
   } else if (rt.dense()) {
     gpu::pack_async(sorigin, scount, stype, rfirst, s);
   } else if (stype.dense()) {
     gpu::unpack_async(sfirst, to.buf, take / rsize, rt, s);
+  } else if (batch) {
+    batch->add_copy(sorigin, scount, st, to.buf, take / rsize, to.type, s);
   } else {
     gpu::copy_async(sorigin, scount, stype, to.buf, take / rsize, rt, s);
   }
@@ -112,8 +116,8 @@ bool queue_packed(const char* src, i64 take, const Target& to, gpu::Stream s, Re
 
 // As queue_typed, waiting for it; any other message is packed into a device or pinned buffer and
 // delivered from there.
-void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbytes, i64 take,
-                   const Target& to, gpu::Stream s, bool legacy, bool device_source) {
+void deliver_typed(const void* sorigin, i64 scount, const std::shared_ptr<const Type>& stype, i64 sbytes,
+                   i64 take, const Target& to, gpu::Stream s, bool legacy, bool device_source) {
   auto wait = [&] {
     if (legacy) methods::wait_legacy();
     else gpu::sync_stream(s);
@@ -122,13 +126,13 @@ void deliver_typed(const void* sorigin, i64 scount, const Type& stype, i64 sbyte
   if (queue_typed(sorigin, scount, stype, sbytes, take, to, s, device_source)) return wait();
   if (to.device) {  // truncated or ending inside an element: pack, then deliver the leading bytes
     const Buffer dev(device_pool(gpu::this_device()), sbytes);
-    gpu::pack_async(sorigin, scount, stype, dev.get(), s);
+    gpu::pack_async(sorigin, scount, *stype, dev.get(), s);
     wait();
     methods::deliver_packed(static_cast<const char*>(dev.get()), take, to);
     return;
   }
   Buffer host(pinned_pool(), sbytes);  // a host target: packed over the bus, unpacked by the CPU
-  gpu::pack_async(sorigin, scount, stype, host.get(), s);
+  gpu::pack_async(sorigin, scount, *stype, host.get(), s);
   wait();
   unstage(host.get(), take, to, 0, true);
 }
@@ -167,8 +171,7 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   const void* sorigin = stype ? at(first, -stype->data_lb(s.count)) : nullptr;
   // The batch's kernel copies only within this GPU (another needs peer access; cudaMemcpy does not).
   // A copy after a pack not done yet goes on a stream of its own (a few in turn) after its event.
-  ReceiveBatch* spans =
-      batch && !ready && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to) ? batch : nullptr;
+  const bool spans = batch && !ready && to.device && to.gpu == gpu::this_device() && s.gpu == key_of(to);
   gpu::Stream on = wire::stream();
   if (ready && batch) {
     try {
@@ -179,8 +182,8 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
     }
   }
   if (batch && take > 0 &&
-      (s.type_key == 0 ? queue_packed(first, take, to, on, spans)
-                       : queue_typed(sorigin, s.count, *stype, s.bytes, take, to, on, true, spans))) {
+      (s.type_key == 0 ? queue_packed(first, take, to, on, spans ? batch : nullptr)
+                       : queue_typed(sorigin, s.count, stype, s.bytes, take, to, on, true, batch, spans))) {
     batch->add(defer(ack, std::move(mapped), stype), on, false);
     return;
   }
@@ -188,7 +191,7 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   if (s.type_key == 0) {
     methods::deliver_packed(first, take, to);
   } else {
-    deliver_typed(sorigin, s.count, *stype, s.bytes, take, to, wire::stream(), false, true);
+    deliver_typed(sorigin, s.count, stype, s.bytes, take, to, wire::stream(), false, true);
   }
 }  // ~Answer acknowledges
 
@@ -207,11 +210,11 @@ void receive_local(const Stub& s, i64 take, const Target& to, ReceiveBatch* batc
     gpu::enable_peer_access(rec->device);  // the peer method: another GPU of this process
   // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
   if (batch && take > 0 &&
-      queue_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), false)) {
+      queue_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), false, batch)) {
     batch->add(defer(ack, IpcCache::Lease{}, rec), gpu::legacy_stream(), true);
     return;
   }
-  deliver_typed(rec->origin, rec->count, *rec->type, s.bytes, take, to, gpu::legacy_stream(), true, false);
+  deliver_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), true, false);
 }
 
 // Pipelined: every chunk's receive is posted at once into one pinned buffer; as each arrives, the
@@ -315,18 +318,40 @@ void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
   }
 }
 
+// Copies of this batch's receives not launched yet: contiguous ones, typed ones (with their types),
+// each kind on one stream (a copy on another launches those queued).
+struct ReceiveBatch::Queue {
+  std::vector<gpu::Span> spans;
+  gpu::Stream span_stream = nullptr;
+  std::vector<gpu::Copy> copies;
+  std::vector<std::shared_ptr<const Type>> types;
+  gpu::Stream copy_stream = nullptr;
+};
+
 void ReceiveBatch::add_span(const gpu::Span& span, gpu::Stream s) {
-  if (!spans_.empty() && s != span_stream_) launch_spans();
-  span_stream_ = s;
-  spans_.push_back(span);
+  if (!queue_) queue_ = std::make_unique<Queue>();
+  if (!queue_->spans.empty() && s != queue_->span_stream) launch_queued();
+  queue_->span_stream = s;
+  queue_->spans.push_back(span);
 }
 
-void ReceiveBatch::launch_spans() {
-  if (spans_.empty()) return;
-  std::vector<gpu::Span> spans;
-  spans.swap(spans_);  // launched or failed: not again
+void ReceiveBatch::add_copy(const void* src, i64 scount, std::shared_ptr<const Type> stype, void* dst,
+                            i64 dcount, std::shared_ptr<const Type> dtype, gpu::Stream s) {
+  if (!queue_) queue_ = std::make_unique<Queue>();
+  if (!queue_->copies.empty() && s != queue_->copy_stream) launch_queued();
+  Queue& q = *queue_;
+  q.copy_stream = s;
+  q.copies.push_back({src, scount, stype.get(), dst, dcount, dtype.get()});
+  q.types.push_back(std::move(stype));
+  q.types.push_back(std::move(dtype));
+}
+
+void ReceiveBatch::launch_queued() {
+  if (!queue_ || (queue_->spans.empty() && queue_->copies.empty())) return;
+  const Queue q = std::exchange(*queue_, Queue{});  // launched or failed: not again
   try {
-    gpu::copy_spans_async(spans.data(), spans.size(), span_stream_);
+    if (!q.spans.empty()) gpu::copy_spans_async(q.spans.data(), q.spans.size(), q.span_stream);
+    if (!q.copies.empty()) gpu::copy_many_async(q.copies.data(), q.copies.size(), q.copy_stream);
   } catch (const Error& e) {  // those receives did not get their data: settle() reports it
     if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
     throw;
@@ -334,7 +359,7 @@ void ReceiveBatch::launch_spans() {
 }
 
 void ReceiveBatch::close() {
-  launch_spans();
+  launch_queued();
   if (held_.empty() || !events_.empty()) return;
   std::vector<gpu::Stream> streams = streams_;
   if (legacy_) streams.push_back(gpu::legacy_stream());
@@ -360,7 +385,7 @@ int ReceiveBatch::settle() noexcept {
   if (held_.empty()) return rc_;
   wire::stats().batch_waits.fetch_add(1);
   try {
-    launch_spans();
+    launch_queued();
   } catch (const Error& e) {
     if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
   }

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -145,6 +147,104 @@ void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
     detail::cpu_pack(s, scount, stype, host.data());
     unpack(host.data(), dst, dcount, dtype);
   }
+}
+
+namespace {
+
+// Up to kCopiesPerLaunch lean copies of copy_many_async, passed by value: block b works for copy
+// k where first[k] <= b < first[k + 1], as copy_async's grid-stride loop would with that many blocks.
+struct LeanCopies {
+  LeanMove move[kCopiesPerLaunch];
+  const char* src[kCopiesPerLaunch];
+  char* dst[kCopiesPerLaunch];
+  std::uint32_t words[kCopiesPerLaunch];
+  std::uint32_t first[kCopiesPerLaunch + 1];
+  std::uint32_t n;
+};
+static_assert(sizeof(LeanCopies) <= 4000, "kernel parameters: at most 4 KB on every GPU");
+
+template <int LW>
+__device__ __forceinline__ void copies_loop(const LeanMove& m, const char* src, char* dst,
+                                            std::uint32_t block, std::uint32_t blocks,
+                                            std::uint32_t words) {
+  const std::uint32_t tile = blockDim.x * detail::batch_unroll<LW>();
+  const std::uint32_t first = block * tile + threadIdx.x, step = blocks * tile;
+  switch (m.kind) {
+    case detail::kPack: return detail::lean_loop<LW, detail::kPack>(m, src, dst, first, words, step);
+    case detail::kUnpack: return detail::lean_loop<LW, detail::kUnpack>(m, src, dst, first, words, step);
+    case detail::kCopySame: return detail::lean_loop<LW, detail::kCopySame>(m, src, dst, first, words, step);
+    default: return detail::lean_loop<LW, detail::kCopyTwo>(m, src, dst, first, words, step);
+  }
+}
+
+__global__ void __launch_bounds__(detail::kBatchThreads)
+lean_copies_kernel(const __grid_constant__ LeanCopies c) {
+  std::uint32_t k = 0;
+  while (k + 1 < c.n && c.first[k + 1] <= blockIdx.x) ++k;
+  const LeanMove& m = c.move[k];
+  const char* src = c.src[k] + m.src_off;
+  char* dst = c.dst[k] + m.dst_off;
+  const std::uint32_t block = blockIdx.x - c.first[k], blocks = c.first[k + 1] - c.first[k];
+  switch (m.lw) {
+    case 0: return copies_loop<0>(m, src, dst, block, blocks, c.words[k]);
+    case 1: return copies_loop<1>(m, src, dst, block, blocks, c.words[k]);
+    case 2: return copies_loop<2>(m, src, dst, block, blocks, c.words[k]);
+    case 3: return copies_loop<3>(m, src, dst, block, blocks, c.words[k]);
+    default: return copies_loop<4>(m, src, dst, block, blocks, c.words[k]);
+  }
+}
+
+std::atomic<long> copies_launched{0};
+
+}  // namespace
+
+long impl::copies_launches() { return copies_launched.load(std::memory_order_relaxed); }
+
+void copy_many_async(const Copy* copies, std::size_t n, Stream stream) {
+  LeanCopies args{};
+  std::uint32_t blocks = 0;
+  auto launch = [&] {
+    if (args.n == 0) return;
+    args.first[args.n] = blocks;
+    lean_copies_kernel<<<blocks, detail::kBatchThreads, 0, stream>>>(args);
+    check_launch(stream);
+    copies_launched.fetch_add(1, std::memory_order_relaxed);
+    args = LeanCopies{};
+    blocks = 0;
+  };
+  int device = -1;
+  for (std::size_t k = 0; k < n; ++k) {
+    const Copy& c = copies[k];
+    if (!c.stype || !c.dtype) fail(MPI_ERR_TYPE, "copy_many_async: a copy without a type");
+    const i64 bytes = copy_bytes(c.scount, *c.stype, c.dcount, *c.dtype);
+    if (bytes == 0) continue;
+    check_reachable(first_byte(c.src, c.scount, *c.stype), "copy source");
+    check_reachable(first_byte(c.dst, c.dcount, *c.dtype), "copy destination");
+    if (device < 0) device = this_device();
+    const PlanHead hs = plan_for(*c.stype, c.scount, device);
+    const PlanHead hd = plan_for(*c.dtype, c.dcount, device);
+    auto* s = const_cast<char*>(static_cast<const char*>(c.src));
+    auto* d = static_cast<char*>(c.dst);
+    const SidePlan a{true, hs, reinterpret_cast<std::uintptr_t>(s)};
+    const SidePlan b{true, hd, reinterpret_cast<std::uintptr_t>(d)};
+    const int lw = detail::move_lw(a, b);
+    const i64 words = bytes >> lw;
+    if ((hs.contiguous && hd.contiguous) || !detail::lean_fits(hs) || !detail::lean_fits(hd) ||
+        words > INT32_MAX) {  // one cudaMemcpyAsync, or the general kernels
+      copy_async(c.src, c.scount, *c.stype, c.dst, c.dcount, *c.dtype, stream, nullptr);
+      continue;
+    }
+    const auto grid = static_cast<std::uint32_t>(copy_grid(words, lw, launch_info(device)));
+    if (args.n == kCopiesPerLaunch || blocks > INT32_MAX - grid) launch();
+    args.move[args.n] = detail::make_lean(a, b, lw, 0, 0);
+    args.src[args.n] = s;
+    args.dst[args.n] = d;
+    args.words[args.n] = static_cast<std::uint32_t>(words);
+    args.first[args.n] = blocks;
+    blocks += grid;
+    ++args.n;
+  }
+  launch();
 }
 
 // The host keeps a mirror of the device table: slot pointers, then one record per move, then the

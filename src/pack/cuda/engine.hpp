@@ -47,6 +47,8 @@ bool copy_pieces(const Type& stype, i64 scount, const char* src, const Type& dty
                  char* dst, int device, Stream stream);
 // Launches made that way so far (tests: the path is taken where it should be).
 long piece_launches();
+// Launches of copy_many_async's multi-copy kernel so far (tests).
+long copies_launches();
 
 // The first byte `count` elements of `type` at `origin` touch (the origin itself may lie outside
 // any allocation, or be null for MPI_BOTTOM).
