@@ -242,9 +242,7 @@ bool export_pointer(const void* p, Export* out);
 // far more than a message). Keyed by (peer, the allocation's address there); an export with a new
 // allocation id at that address means the peer freed the old allocation: its mapping is closed
 // (once no one uses it) and the new one opened. At most `capacity` mappings are kept, the least
-// recently used closed first; mappings in use are never closed.
-//
-// Coexisting with other users of CUDA IPC (the application, or the MPI itself, may open the same
+// recently used closed first; mappings in use are never closed. Coexisting with other users of CUDA IPC (the application, or the MPI itself, may open the same
 // peer allocation; ucx#3192): current drivers count the opens of one handle in one context and give
 // every opener the same address, and each close only drops its own count, so Ferry's mapping and
 // the program's live side by side. A handle opened in another context of the device (or, with
@@ -574,15 +572,17 @@ void stage(const Route& r, void* host);
 bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first = 0, bool pinned = false,
              void* pool_buffer = nullptr);
 // A scope (one per thread; inner ones join the outer) whose unstage() calls with a `pool_buffer`
-// queue their copies and wait once, in settle() or at its end, then give the buffers back: the
-// staged receives that one MPI_Waitall completes. Not for a caller that reads the data before.
+// queue their copies (unpacks of whole elements: launched together in settle, copy_many_async) and
+// wait once, in settle() or at its end, then give the buffers back: the staged receives one
+// MPI_Waitall completes. Not for a caller that reads the data before.
 struct UnstageBatch {
   UnstageBatch();
   ~UnstageBatch() { settle(); }
   UnstageBatch(const UnstageBatch&) = delete;
   UnstageBatch& operator=(const UnstageBatch&) = delete;
-  int settle() noexcept;  // MPI_SUCCESS, or the error class of the failed wait
+  int settle() noexcept;  // MPI_SUCCESS, or the error class of the failed launch or wait
   std::vector<void*> held;  // pool buffers read by queued copies
+  std::vector<std::pair<gpu::Copy, std::shared_ptr<const Type>>> copies;  // with the target type
   bool outermost;
 };
 // FERRY_ASYNC_RECV: small receives into device memory are queued on the legacy stream, not waited.

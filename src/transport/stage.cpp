@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "gpu/runtime.hpp"
@@ -108,6 +109,29 @@ Deferred& deferred() {
 
 namespace {
 thread_local UnstageBatch* open_unstage = nullptr;  // the thread's outermost UnstageBatch
+
+// Queues the unpack of `nbytes` (whole elements) from a pinned pool buffer into the thread's open
+// UnstageBatch, which launches it with the others and then gives the buffer back. False (nothing
+// queued) without an open batch, for dense targets (one copy each: nothing to share), where the
+// model would copy the bytes to the device first, or without memory to remember it.
+bool queue_unpack(const char* src, i64 nbytes, const Target& to, i64 first, void* pool_buffer) {
+  UnstageBatch* b = open_unstage;
+  const Type& t = *to.type;
+  if (!b || !pool_buffer || t.dense() || nbytes % t.size() != 0) return false;
+  if (methods::pack_for(nbytes, methods::block_of(t), model::Direction::unpack) == model::Pack::device)
+    return false;
+  static const Type bytes = translate(MPI_BYTE);
+  try {
+    b->copies.reserve(b->copies.size() + 1);
+    b->held.reserve(b->held.size() + 1);
+  } catch (...) {
+    return false;
+  }
+  b->copies.emplace_back(gpu::Copy{src, nbytes, &bytes, to.element(first), nbytes / t.size(), &t},
+                         to.type);
+  b->held.push_back(pool_buffer);
+  return true;
+}
 }  // namespace
 
 UnstageBatch::UnstageBatch() : outermost(open_unstage == nullptr) {
@@ -118,13 +142,27 @@ int UnstageBatch::settle() noexcept {
   if (outermost && open_unstage == this) open_unstage = nullptr;
   if (held.empty()) return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
-  try {
-    wait_legacy();
-  } catch (const Error& e) {
-    rc = e.mpi_error_class();
-  } catch (...) {
-    rc = MPI_ERR_INTERN;
+  auto attempt = [&rc](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      if (rc == MPI_SUCCESS) rc = e.mpi_error_class();
+    } catch (const std::bad_alloc&) {
+      if (rc == MPI_SUCCESS) rc = MPI_ERR_NO_MEM;
+    } catch (...) {
+      if (rc == MPI_SUCCESS) rc = MPI_ERR_INTERN;
+    }
+  };
+  if (!copies.empty()) {
+    attempt([this] {
+      std::vector<gpu::Copy> c;
+      c.reserve(copies.size());
+      for (const auto& q : copies) c.push_back(q.first);
+      gpu::copy_many_async(c.data(), c.size(), gpu::legacy_stream());
+    });
   }
+  attempt([] { wait_legacy(); });
+  copies.clear();
   for (void* p : held) pinned_pool().put(p);
   held.clear();
   return rc;
@@ -199,6 +237,7 @@ bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first, bool p
     }
     return false;
   }
+  if (pinned && queue_unpack(src, nbytes, to, first, pool_buffer)) return true;
   const gpu::Stream s = gpu::legacy_stream();
   if (t.dense()) {
     gpu::copy_async(to.element(first) + t.true_lb(), src, nbytes, s);
