@@ -2,14 +2,16 @@
 // does with the typed copies of the messages one MPI_Waitall completes). Random pairs of layouts
 // (type_pairs.hpp) in groups, each copy into a buffer of its own, compared over the whole buffer
 // with the CPU engine's pack then unpack; 3-D boxes (the halo's subarrays) must take
-// ceil(n / kCopiesPerLaunch) launches; bad copies give copy_async's error classes. Exits 77
-// (skipped) where there is no GPU.
+// ceil(n / kCopiesPerLaunch) launches; packed bytes in pinned host memory unpack into boxes (what
+// a batch of staged receives does); bad copies give copy_async's error classes, and the good ones
+// beside them are still done. Exits 77 (skipped) where there is no GPU.
 #include <cuda_runtime.h>
 #include <ferry/error.hpp>
 #include <ferry/gpu.hpp>
 #include <ferry/pack.hpp>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -93,6 +95,7 @@ TEST(GpuCopyMany, RandomPairsInGroupsMatchTheCpuEngine) {
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::uint64_t seed = base;
+  const long launches = ferry::gpu::impl::copies_launches();
   for (int g = 0; g < groups; ++g) {
     // 1 to 40 copies: one launch's worth, a few, and the remainder of a partial launch.
     const int n = 1 + static_cast<int>(rng() % 40);
@@ -131,6 +134,8 @@ TEST(GpuCopyMany, RandomPairsInGroupsMatchTheCpuEngine) {
           << ones[k].what << "\nsrc " << ones[k].stype.describe() << "\ndst "
           << ones[k].dtype.describe();
   }
+  // Some pairs are boxes (type_pairs.hpp's halo recipe): they went in multi-copy launches.
+  EXPECT_GT(ferry::gpu::impl::copies_launches(), launches);
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
@@ -179,7 +184,7 @@ TEST(GpuCopyMany, HaloBoxesGoSixteenToALaunch) {
         ferry::copy(src.data(), 1, s, want.data(), 1, t);
         ++boxes;
       }
-  // 11 more boxes (the first 11 again, shifted one plane in z into a second array).
+  // 11 more boxes (the first 11 pairs of types again, into a second array).
   Device dst2(bytes);
   std::vector<char> want2 = dst;
   CUDA_OK(cudaMemcpy(dst2.p, dst.data(), dst.size(), cudaMemcpyHostToDevice));
@@ -218,6 +223,80 @@ TEST(GpuCopyMany, BadCopiesGiveTheirErrorClass) {
   EXPECT_EQ(run({{host.data(), 4, &dbl, b.p, 4, &dbl}}), MPI_ERR_BUFFER);
   EXPECT_EQ(run({}), MPI_SUCCESS);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// What a batch of staged receives does (transport's UnstageBatch): packed bytes in pinned, mapped
+// host memory, which the GPU reads directly, unpacked into boxes of device arrays, 20 at once.
+TEST(GpuCopyMany, PinnedPackedBytesUnpackIntoBoxes) {
+  const int dims[3] = {16, 12, 10};
+  const i64 bytes = i64{dims[0]} * dims[1] * dims[2] * 8;
+  std::mt19937_64 rng(29112026);
+  const ferry::Type byte_type = ferry::translate(MPI_BYTE);
+  std::vector<ferry::Type> boxes;
+  boxes.reserve(20);
+  for (int k = 0; k < 20; ++k) {
+    const int sub[3] = {1 + k % 3, 2 + k % 4, 3};
+    const int at[3] = {k % 5, k % 7, k % 6};
+    boxes.push_back(box(dims, sub, at, MPI_DOUBLE));
+  }
+  i64 packed_bytes = 0;
+  for (const ferry::Type& b : boxes) packed_bytes += b.size();
+  void* pinned = nullptr;
+  CUDA_OK(cudaHostAlloc(&pinned, static_cast<std::size_t>(packed_bytes), cudaHostAllocMapped));
+  const std::vector<char> packed = random_bytes(packed_bytes, rng);
+  std::memcpy(pinned, packed.data(), packed.size());
+  std::vector<std::unique_ptr<Device>> arrays;
+  std::vector<std::vector<char>> want;
+  std::vector<ferry::gpu::Copy> copies;
+  i64 at = 0;
+  for (const ferry::Type& b : boxes) {
+    const std::vector<char> before = random_bytes(bytes, rng);
+    arrays.push_back(std::make_unique<Device>(bytes));
+    CUDA_OK(cudaMemcpy(arrays.back()->p, before.data(), before.size(), cudaMemcpyHostToDevice));
+    want.push_back(before);
+    i64 pos = 0;
+    ferry::unpack(packed.data() + at, b.size(), &pos, want.back().data(), 1, b);
+    copies.push_back({static_cast<char*>(pinned) + at, b.size(), &byte_type, arrays.back()->p, 1, &b});
+    at += b.size();
+  }
+  const long before = ferry::gpu::impl::copies_launches();
+  ASSERT_NO_THROW(ferry::gpu::copy_many_async(copies.data(), copies.size(), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(ferry::gpu::impl::copies_launches() - before, 2) << "20 unpacks: 16 + 4";
+  for (std::size_t k = 0; k < arrays.size(); ++k)
+    EXPECT_TRUE(download(arrays[k]->p, bytes) == want[k]) << "box " << k;
+  CUDA_OK(cudaFreeHost(pinned));
+}
+
+// A bad copy among good ones: the good ones are all done, then its error class comes back.
+TEST(GpuCopyMany, ABadCopyLeavesTheOthersDone) {
+  const int dims[3] = {8, 8, 8};
+  const i64 bytes = 8 * 8 * 8 * 8;
+  std::mt19937_64 rng(7);
+  const int sub[3] = {2, 3, 4}, from[3] = {1, 1, 1}, to[3] = {5, 4, 2};
+  const ferry::Type s = box(dims, sub, from, MPI_DOUBLE), d = box(dims, sub, to, MPI_DOUBLE);
+  const ferry::Type dbl = ferry::translate(MPI_DOUBLE);
+  const std::vector<char> src = random_bytes(bytes, rng);
+  Device dsrc(bytes);
+  CUDA_OK(cudaMemcpy(dsrc.p, src.data(), src.size(), cudaMemcpyHostToDevice));
+  std::vector<std::unique_ptr<Device>> dst;
+  std::vector<std::vector<char>> want;
+  std::vector<ferry::gpu::Copy> copies;
+  for (int k = 0; k < 5; ++k) {
+    const std::vector<char> before = random_bytes(bytes, rng);
+    dst.push_back(std::make_unique<Device>(bytes));
+    CUDA_OK(cudaMemcpy(dst.back()->p, before.data(), before.size(), cudaMemcpyHostToDevice));
+    want.push_back(before);
+    ferry::copy(src.data(), 1, s, want.back().data(), 1, d);
+    copies.push_back({dsrc.p, 1, &s, dst.back()->p, 1, &d});
+  }
+  Device spare(bytes);
+  copies.insert(copies.begin() + 2, {dsrc.p, 4, &dbl, spare.p, 3, &dbl});  // truncates
+  EXPECT_EQ(error_class([&] { ferry::gpu::copy_many_async(copies.data(), copies.size(), nullptr); }),
+            MPI_ERR_TRUNCATE);
+  CUDA_OK(cudaDeviceSynchronize());
+  for (std::size_t k = 0; k < dst.size(); ++k)
+    EXPECT_TRUE(download(dst[k]->p, bytes) == want[k]) << "copy " << k;
 }
 
 }  // namespace

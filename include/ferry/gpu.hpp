@@ -117,7 +117,8 @@ void copy(const void* src, i64 scount, const Type& stype, void* dst, i64 dcount,
           const Type& dtype);
 
 // One copy_async of copy_many_async: `scount` elements of `stype` at `src` into `dcount` of
-// `dtype` at `dst` (the types must live until the call returns).
+// `dtype` at `dst`. Keep the types until the stream has done the copies (a copy that goes alone
+// reads its types' device tables, as copy_async does).
 struct Copy {
   const void* src;
   i64 scount;
@@ -130,8 +131,8 @@ struct Copy {
 // layouts are strided with at most 3 dimensions (halo boxes, subarrays) go up to kCopiesPerLaunch
 // to one launch, their moves in the kernel's parameters (n single copies cost n launches, about
 // 4-5 us of host time each under MPS); the others go one by one. Copies must not overlap. No host
-// synchronization and no allocation: capturable. On an error, copies before the failing one may
-// already be queued.
+// synchronization; the grouped copies allocate nothing (capturable once their types' plans exist).
+// A bad copy does not stop the others: all are queued, then the first error is thrown.
 constexpr std::size_t kCopiesPerLaunch = 16;
 void copy_many_async(const Copy* copies, std::size_t n, Stream stream = nullptr);
 

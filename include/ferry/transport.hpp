@@ -571,10 +571,10 @@ void stage(const Route& r, void* host);
 // Returns true when it took `pool_buffer`.
 bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first = 0, bool pinned = false,
              void* pool_buffer = nullptr);
-// A scope (one per thread; inner ones join the outer) whose unstage() calls with a `pool_buffer`
-// queue their copies (unpacks of whole elements: launched together in settle, copy_many_async) and
-// wait once, in settle() or at its end, then give the buffers back: the staged receives one
-// MPI_Waitall completes. Not for a caller that reads the data before.
+// A scope (per thread; a nested one holds the unstage() calls made while it is open) whose calls
+// with a `pool_buffer` queue their copies (unpacks of whole elements: launched together in settle,
+// copy_many_async) and wait once, in settle() or at its end, then give the buffers back: the staged
+// receives one MPI_Waitall completes. Not for a caller that reads the data before.
 struct UnstageBatch {
   UnstageBatch();
   ~UnstageBatch() { settle(); }
@@ -583,7 +583,7 @@ struct UnstageBatch {
   int settle() noexcept;  // MPI_SUCCESS, or the error class of the failed launch or wait
   std::vector<void*> held;  // pool buffers read by queued copies
   std::vector<std::pair<gpu::Copy, std::shared_ptr<const Type>>> copies;  // with the target type
-  bool outermost;
+  UnstageBatch* outer;  // the thread's batch open before this one
 };
 // FERRY_ASYNC_RECV: small receives into device memory are queued on the legacy stream, not waited.
 bool async_receive();

@@ -19,7 +19,7 @@ int complete_all(const std::vector<MPI_Request>& orig, const int* done, int ndon
                  bool indexed_status, int rc, std::uint64_t before) {
   // Staged receives into GPU memory among them: their copies wait for the GPU once, at the end.
   std::optional<transport::UnstageBatch> unstaged;
-  if (ndone > 1 && !hot::no_requests()) unstaged.emplace();
+  if (ndone > 0 && !hot::no_requests()) unstaged.emplace();
   if (ndone > 1 && hot::stubs.load(std::memory_order_acquire) > 0) {
     // Stub receives among them fetch their data together: one wait for the GPU, not one each.
     std::vector<Requests::Arrived> arrived;
@@ -77,8 +77,11 @@ int one(MPI_Request* request, int* flag, MPI_Status* status, Call call) noexcept
     int rc = call(request, flag, st);
     if (rc != MPI_SUCCESS && orig != MPI_REQUEST_NULL) requests().drop(orig, before);
     if (rc == MPI_SUCCESS && *flag && orig != MPI_REQUEST_NULL) {
+      transport::UnstageBatch own;  // a staged unpack is done before the call returns
       const int e = requests().complete(orig, st, false, before);
       if (e > 0) rc = e;
+      const int waited = own.settle();
+      if (rc == MPI_SUCCESS) rc = waited;
     }
     return rc;
   });

@@ -50,8 +50,11 @@ int device_arrived(int rc, Staged& staging, const transport::Target& to, bool ma
       transport::receive(to, staging.p, transport::ranks_of(comm), st, &r))
     return raise_on(comm, r);
   bool handed = false;
+  transport::UnstageBatch own;  // the data is in place when this returns, whoever called it
   r = unpack_arrived(staging.p, st, to, true, &handed);
   if (handed) staging.release();
+  const int waited = own.settle();
+  if (r == MPI_SUCCESS) r = waited;
   return rc == MPI_SUCCESS ? raise_on(comm, r) : rc;
 }
 

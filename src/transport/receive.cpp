@@ -45,9 +45,17 @@ struct ReceiveBatch::Held {
 namespace {
 
 // Moves the acknowledgement (answered by the batch now, not by the receiver's scope) and what the
-// queued copy reads into a deferred receive.
-std::unique_ptr<ReceiveBatch::Held> defer(Answer& ack, IpcCache::Lease mapped, std::shared_ptr<const void> keep) {
-  auto h = std::unique_ptr<ReceiveBatch::Held>(new ReceiveBatch::Held{std::move(mapped), ack, std::move(keep)});
+// queued copy reads into a deferred receive. Without memory for it, the batch settles first: the
+// copy already queued runs while its source is still held and its sender not yet answered.
+std::unique_ptr<ReceiveBatch::Held> defer(Answer& ack, IpcCache::Lease mapped, std::shared_ptr<const void> keep,
+                                          ReceiveBatch& batch) {
+  std::unique_ptr<ReceiveBatch::Held> h;
+  try {
+    h.reset(new ReceiveBatch::Held{std::move(mapped), ack, std::move(keep)});
+  } catch (...) {
+    batch.settle();
+    throw;
+  }
   ack.sent = true;
   return h;
 }
@@ -184,7 +192,7 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   if (batch && take > 0 &&
       (s.type_key == 0 ? queue_packed(first, take, to, on, spans ? batch : nullptr)
                        : queue_typed(sorigin, s.count, stype, s.bytes, take, to, on, true, batch, spans))) {
-    batch->add(defer(ack, std::move(mapped), stype), on, false);
+    batch->add(defer(ack, std::move(mapped), stype, *batch), on, false);
     return;
   }
   if (ready) gpu::sync_event(ready);
@@ -211,7 +219,7 @@ void receive_local(const Stub& s, i64 take, const Target& to, ReceiveBatch* batc
   // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
   if (batch && take > 0 &&
       queue_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), false, batch)) {
-    batch->add(defer(ack, IpcCache::Lease{}, rec), gpu::legacy_stream(), true);
+    batch->add(defer(ack, IpcCache::Lease{}, rec, *batch), gpu::legacy_stream(), true);
     return;
   }
   deliver_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), true, false);
@@ -308,6 +316,13 @@ bool ReceiveBatch::enabled() {
 }
 
 void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
+  try {  // no room: the copies queued for `h` run while it still holds their source
+    if (held_.capacity() == held_.size()) held_.reserve(2 * held_.size() + 1);
+    if (!legacy && streams_.capacity() == streams_.size()) streams_.reserve(2 * streams_.size() + 1);
+  } catch (...) {
+    settle();
+    throw;
+  }
   held_.push_back(std::move(h));
   ++queued_;
   wire::stats().batched.fetch_add(1);
@@ -340,8 +355,9 @@ void ReceiveBatch::add_copy(const void* src, i64 scount, std::shared_ptr<const T
   if (!queue_) queue_ = std::make_unique<Queue>();
   if (!queue_->copies.empty() && s != queue_->copy_stream) launch_queued();
   Queue& q = *queue_;
-  q.copy_stream = s;
+  if (q.types.capacity() < q.types.size() + 2) q.types.reserve(2 * q.types.size() + 2);  // may throw: first
   q.copies.push_back({src, scount, stype.get(), dst, dcount, dtype.get()});
+  q.copy_stream = s;
   q.types.push_back(std::move(stype));
   q.types.push_back(std::move(dtype));
 }
@@ -382,7 +398,19 @@ bool ReceiveBatch::done() const {
 }
 
 int ReceiveBatch::settle() noexcept {
-  if (held_.empty()) return rc_;
+  if (held_.empty()) {  // copies of a receive that could not join (no memory): run them, wait
+    if (!queue_ || (queue_->spans.empty() && queue_->copies.empty())) return rc_;
+    const bool spans = !queue_->spans.empty(), copies = !queue_->copies.empty();
+    const gpu::Stream on[2] = {queue_->span_stream, queue_->copy_stream};
+    try {
+      launch_queued();
+    } catch (const Error& e) {
+      if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
+    }
+    if (spans) wire::quiesce(on[0]);
+    if (copies) wire::quiesce(on[1]);
+    return rc_;
+  }
   wire::stats().batch_waits.fetch_add(1);
   try {
     launch_queued();

@@ -108,7 +108,7 @@ Deferred& deferred() {
 }  // namespace
 
 namespace {
-thread_local UnstageBatch* open_unstage = nullptr;  // the thread's outermost UnstageBatch
+thread_local UnstageBatch* open_unstage = nullptr;  // the thread's innermost open UnstageBatch
 
 // Queues the unpack of `nbytes` (whole elements) from a pinned pool buffer into the thread's open
 // UnstageBatch, which launches it with the others and then gives the buffer back. False (nothing
@@ -122,24 +122,27 @@ bool queue_unpack(const char* src, i64 nbytes, const Target& to, i64 first, void
     return false;
   static const Type bytes = translate(MPI_BYTE);
   try {
-    b->copies.reserve(b->copies.size() + 1);
-    b->held.reserve(b->held.size() + 1);
+    b->copies.emplace_back(gpu::Copy{src, nbytes, &bytes, to.element(first), nbytes / t.size(), &t},
+                           to.type);
   } catch (...) {
     return false;
   }
-  b->copies.emplace_back(gpu::Copy{src, nbytes, &bytes, to.element(first), nbytes / t.size(), &t},
-                         to.type);
-  b->held.push_back(pool_buffer);
+  try {
+    b->held.push_back(pool_buffer);
+  } catch (...) {
+    b->copies.pop_back();
+    return false;
+  }
   return true;
 }
 }  // namespace
 
-UnstageBatch::UnstageBatch() : outermost(open_unstage == nullptr) {
-  if (outermost) open_unstage = this;
-}
+// Each batch settles its own copies: a completion nested in another's (a collective's request
+// driven from inside a wait) must not return before its data is in place.
+UnstageBatch::UnstageBatch() : outer(open_unstage) { open_unstage = this; }
 
 int UnstageBatch::settle() noexcept {
-  if (outermost && open_unstage == this) open_unstage = nullptr;
+  if (open_unstage == this) open_unstage = outer;
   if (held.empty()) return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   auto attempt = [&rc](auto&& f) {

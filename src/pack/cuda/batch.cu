@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <exception>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -203,17 +204,20 @@ long impl::copies_launches() { return copies_launched.load(std::memory_order_rel
 void copy_many_async(const Copy* copies, std::size_t n, Stream stream) {
   LeanCopies args{};
   std::uint32_t blocks = 0;
-  auto launch = [&] {
+  auto launch = [&] {  // the queued copies, once (a failed launch is not tried again)
     if (args.n == 0) return;
     args.first[args.n] = blocks;
-    lean_copies_kernel<<<blocks, detail::kBatchThreads, 0, stream>>>(args);
-    check_launch(stream);
-    copies_launched.fetch_add(1, std::memory_order_relaxed);
+    const LeanCopies a = args;
+    const std::uint32_t grid = blocks;
     args = LeanCopies{};
     blocks = 0;
+    lean_copies_kernel<<<grid, detail::kBatchThreads, 0, stream>>>(a);
+    check_launch(stream);
+    copies_launched.fetch_add(1, std::memory_order_relaxed);
   };
   int device = -1;
-  for (std::size_t k = 0; k < n; ++k) {
+  std::exception_ptr failed;
+  for (std::size_t k = 0; k < n; ++k) try {
     const Copy& c = copies[k];
     if (!c.stype || !c.dtype) fail(MPI_ERR_TYPE, "copy_many_async: a copy without a type");
     const i64 bytes = copy_bytes(c.scount, *c.stype, c.dcount, *c.dtype);
@@ -243,8 +247,11 @@ void copy_many_async(const Copy* copies, std::size_t n, Stream stream) {
     args.first[args.n] = blocks;
     blocks += grid;
     ++args.n;
+  } catch (...) {  // the others still go; the first error is thrown after them
+    if (!failed) failed = std::current_exception();
   }
   launch();
+  if (failed) std::rethrow_exception(failed);
 }
 
 // The host keeps a mirror of the device table: slot pointers, then one record per move, then the
