@@ -538,6 +538,7 @@ class ReceiveBatch {
 
   struct Held;  // one deferred receive: its answer and its mapping (receive.cpp)
   void add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy);
+  void drain(gpu::Stream s, bool legacy) noexcept;  // settle, then wait for s (no room to add)
   // A contiguous copy, or a typed one (types kept by the batch), on `s`: queued, then launched
   // with the others in few kernels (copy_spans_async, copy_many_async) at close or settle.
   void add_span(const gpu::Span& span, gpu::Stream s);

@@ -45,15 +45,16 @@ struct ReceiveBatch::Held {
 namespace {
 
 // Moves the acknowledgement (answered by the batch now, not by the receiver's scope) and what the
-// queued copy reads into a deferred receive. Without memory for it, the batch settles first: the
-// copy already queued runs while its source is still held and its sender not yet answered.
+// queued copy reads into a deferred receive, whose copy went on `s` (or the legacy stream).
+// Without memory for it, the batch and that stream are drained first (ReceiveBatch::drain): the
+// copy runs while its source is still held and its sender not yet answered.
 std::unique_ptr<ReceiveBatch::Held> defer(Answer& ack, IpcCache::Lease mapped, std::shared_ptr<const void> keep,
-                                          ReceiveBatch& batch) {
+                                          ReceiveBatch& batch, gpu::Stream s, bool legacy) {
   std::unique_ptr<ReceiveBatch::Held> h;
   try {
     h.reset(new ReceiveBatch::Held{std::move(mapped), ack, std::move(keep)});
   } catch (...) {
-    batch.settle();
+    batch.drain(s, legacy);
     throw;
   }
   ack.sent = true;
@@ -192,7 +193,7 @@ void fetch_ipc(const Stub& s, int sw, i64 take, const Target& to, ReceiveBatch* 
   if (batch && take > 0 &&
       (s.type_key == 0 ? queue_packed(first, take, to, on, spans ? batch : nullptr)
                        : queue_typed(sorigin, s.count, stype, s.bytes, take, to, on, true, batch, spans))) {
-    batch->add(defer(ack, std::move(mapped), stype, *batch), on, false);
+    batch->add(defer(ack, std::move(mapped), stype, *batch, on, false), on, false);
     return;
   }
   if (ready) gpu::sync_event(ready);
@@ -219,7 +220,8 @@ void receive_local(const Stub& s, i64 take, const Target& to, ReceiveBatch* batc
   // On the legacy stream: ordered after the application's work there, as a cudaMemcpy would be.
   if (batch && take > 0 &&
       queue_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), false, batch)) {
-    batch->add(defer(ack, IpcCache::Lease{}, rec, *batch), gpu::legacy_stream(), true);
+    const gpu::Stream legacy = gpu::legacy_stream();
+    batch->add(defer(ack, IpcCache::Lease{}, rec, *batch, legacy, true), legacy, true);
     return;
   }
   deliver_typed(rec->origin, rec->count, rec->type, s.bytes, take, to, gpu::legacy_stream(), true, false);
@@ -320,7 +322,7 @@ void ReceiveBatch::add(std::unique_ptr<Held> h, gpu::Stream s, bool legacy) {
     if (held_.capacity() == held_.size()) held_.reserve(2 * held_.size() + 1);
     if (!legacy && streams_.capacity() == streams_.size()) streams_.reserve(2 * streams_.size() + 1);
   } catch (...) {
-    settle();
+    drain(s, legacy);
     throw;
   }
   held_.push_back(std::move(h));
@@ -391,6 +393,17 @@ void ReceiveBatch::close() {
   }
 }
 
+// A receive that could not join (no memory) may have queued or launched its copy on `s` (legacy:
+// the legacy stream): its source, still held by the caller, must outlive it.
+void ReceiveBatch::drain(gpu::Stream s, bool legacy) noexcept {
+  settle();
+  if (!legacy) return wire::quiesce(s);
+  try {
+    methods::wait_legacy();
+  } catch (...) {  // the context is failing: what the caller throws says enough
+  }
+}
+
 bool ReceiveBatch::done() const {
   for (gpu::Event e : events_)
     if (!gpu::event_idle(e)) return false;
@@ -398,25 +411,28 @@ bool ReceiveBatch::done() const {
 }
 
 int ReceiveBatch::settle() noexcept {
-  if (held_.empty()) {  // copies of a receive that could not join (no memory): run them, wait
-    if (!queue_ || (queue_->spans.empty() && queue_->copies.empty())) return rc_;
-    const bool spans = !queue_->spans.empty(), copies = !queue_->copies.empty();
-    const gpu::Stream on[2] = {queue_->span_stream, queue_->copy_stream};
+  auto launch_noting = [this] {  // launch_queued, its error kept
     try {
       launch_queued();
     } catch (const Error& e) {
       if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
+    } catch (const std::bad_alloc&) {
+      if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_NO_MEM;
+    } catch (...) {
+      if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_INTERN;
     }
+  };
+  if (held_.empty()) {  // copies of a receive that could not join (no memory): run them, wait
+    if (!queue_ || (queue_->spans.empty() && queue_->copies.empty())) return rc_;
+    const bool spans = !queue_->spans.empty(), copies = !queue_->copies.empty();
+    const gpu::Stream on[2] = {queue_->span_stream, queue_->copy_stream};
+    launch_noting();
     if (spans) wire::quiesce(on[0]);
     if (copies) wire::quiesce(on[1]);
     return rc_;
   }
   wire::stats().batch_waits.fetch_add(1);
-  try {
-    launch_queued();
-  } catch (const Error& e) {
-    if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
-  }
+  launch_noting();
   auto wait = [this](auto&& f, gpu::Stream s) {
     try {
       f();

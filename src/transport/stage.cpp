@@ -113,11 +113,13 @@ thread_local UnstageBatch* open_unstage = nullptr;  // the thread's innermost op
 // Queues the unpack of `nbytes` (whole elements) from a pinned pool buffer into the thread's open
 // UnstageBatch, which launches it with the others and then gives the buffer back. False (nothing
 // queued) without an open batch, for dense targets (one copy each: nothing to share), where the
-// model would copy the bytes to the device first, or without memory to remember it.
+// model would copy the bytes to the device first, under FERRY_ASYNC_RECV (not waited for at all),
+// or without memory to remember it.
 bool queue_unpack(const char* src, i64 nbytes, const Target& to, i64 first, void* pool_buffer) {
   UnstageBatch* b = open_unstage;
   const Type& t = *to.type;
   if (!b || !pool_buffer || t.dense() || nbytes % t.size() != 0) return false;
+  if (async_receive() && !to.managed) return false;
   if (methods::pack_for(nbytes, methods::block_of(t), model::Direction::unpack) == model::Pack::device)
     return false;
   static const Type bytes = translate(MPI_BYTE);
@@ -277,7 +279,7 @@ bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first, bool p
       return false;
     }
   }
-  if (pool_buffer && pinned && open_unstage) {  // waited for once with the batch's others
+  if (pool_buffer && pinned && open_unstage && !(async_receive() && !to.managed)) {  // waited for once
     try {
       open_unstage->held.push_back(pool_buffer);
       return true;

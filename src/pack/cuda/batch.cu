@@ -227,22 +227,33 @@ void copy_many_async(const Copy* copies, std::size_t n, Stream stream) {
     if (device < 0) device = this_device();
     const PlanHead hs = plan_for(*c.stype, c.scount, device);
     const PlanHead hd = plan_for(*c.dtype, c.dcount, device);
-    auto* s = const_cast<char*>(static_cast<const char*>(c.src));
-    auto* d = static_cast<char*>(c.dst);
-    const SidePlan a{true, hs, reinterpret_cast<std::uintptr_t>(s)};
-    const SidePlan b{true, hd, reinterpret_cast<std::uintptr_t>(d)};
+    // A contiguous side is packed bytes from its first byte on: its type's word size does not
+    // bind (MPI_BYTE's would make every word one byte), only the address does.
+    auto side = [](const void* p, const PlanHead& h) {
+      const auto at = reinterpret_cast<std::uintptr_t>(p);
+      return h.contiguous ? SidePlan{false, {}, at + static_cast<std::uintptr_t>(h.plan.start)}
+                          : SidePlan{true, h, at};
+    };
+    const SidePlan a = side(c.src, hs), b = side(c.dst, hd);
     const int lw = detail::move_lw(a, b);
     const i64 words = bytes >> lw;
-    if ((hs.contiguous && hd.contiguous) || !detail::lean_fits(hs) || !detail::lean_fits(hd) ||
-        words > INT32_MAX) {  // one cudaMemcpyAsync, or the general kernels
+    if ((hs.contiguous && hd.contiguous) || (!hs.contiguous && !detail::lean_fits(hs)) ||
+        (!hd.contiguous && !detail::lean_fits(hd)) || words > INT32_MAX) {
+      // one cudaMemcpyAsync, or the general kernels
       copy_async(c.src, c.scount, *c.stype, c.dst, c.dcount, *c.dtype, stream, nullptr);
       continue;
     }
     const auto grid = static_cast<std::uint32_t>(copy_grid(words, lw, launch_info(device)));
-    if (args.n == kCopiesPerLaunch || blocks > INT32_MAX - grid) launch();
+    if (args.n == kCopiesPerLaunch || blocks > INT32_MAX - grid) {
+      try {  // those copies failed; this one still goes in the next launch
+        launch();
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+      }
+    }
     args.move[args.n] = detail::make_lean(a, b, lw, 0, 0);
-    args.src[args.n] = s;
-    args.dst[args.n] = d;
+    args.src[args.n] = reinterpret_cast<const char*>(a.base);
+    args.dst[args.n] = reinterpret_cast<char*>(b.base);
     args.words[args.n] = static_cast<std::uint32_t>(words);
     args.first[args.n] = blocks;
     blocks += grid;
@@ -250,7 +261,11 @@ void copy_many_async(const Copy* copies, std::size_t n, Stream stream) {
   } catch (...) {  // the others still go; the first error is thrown after them
     if (!failed) failed = std::current_exception();
   }
-  launch();
+  try {
+    launch();
+  } catch (...) {
+    if (!failed) failed = std::current_exception();
+  }
   if (failed) std::rethrow_exception(failed);
 }
 
