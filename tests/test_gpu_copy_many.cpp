@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_util.hpp"
 #include "pack/cuda/engine.hpp"
 #include "random_type.hpp"
 #include "type_pairs.hpp"
@@ -25,30 +26,9 @@ namespace {
 
 using ferry::i64;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-struct Device {
-  char* p = nullptr;
-  explicit Device(i64 n) { cudaMalloc(&p, static_cast<std::size_t>(std::max<i64>(n, 1))); }
-  ~Device() { cudaFree(p); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-};
-
-std::vector<char> download(const char* p, i64 n) {
-  std::vector<char> h(static_cast<std::size_t>(n));
-  cudaMemcpy(h.data(), p, h.size(), cudaMemcpyDeviceToHost);
-  return h;
-}
-
-int error_class(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ferry::Error& e) {
-    return e.mpi_error_class();
-  }
-  return MPI_SUCCESS;
-}
+using ferry_test::Device;
+using ferry_test::download;
+using ferry_test::error_class;
 
 // One copy: its layouts, device buffers and what the CPU engine makes of it.
 struct One {

@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_util.hpp"
 #include "random_type.hpp"
 #include "type_pairs.hpp"
 
@@ -25,43 +26,16 @@ namespace {
 
 using ferry::i64;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
+using ferry_test::Device;
+using ferry_test::download;
 using ferry_test::env_int;
+using ferry_test::error_class;
+using ferry_test::upload;
 
 std::uint64_t seed_base(std::uint64_t salt) {
   const auto s = static_cast<std::uint64_t>(env_int("FERRY_SEED", 20261122)) + salt;
   std::printf("seed base %llu\n", static_cast<unsigned long long>(s));
   return s;
-}
-
-struct Device {
-  char* p = nullptr;
-  explicit Device(i64 n) { cudaMalloc(&p, static_cast<std::size_t>(n)); }
-  ~Device() { cudaFree(p); }
-  Device(const Device&) = delete;
-};
-
-// cudaMemcpy from pageable memory may return before its DMA lands, and the work that follows
-// runs on non-blocking streams that do not wait for it: wait for the device before going on.
-cudaError_t upload(void* dst, const void* src, std::size_t n) {
-  const cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-  return e != cudaSuccess ? e : cudaDeviceSynchronize();
-}
-
-std::vector<char> download(const char* p, i64 n) {
-  std::vector<char> h(static_cast<std::size_t>(n));
-  cudaMemcpy(h.data(), p, h.size(), cudaMemcpyDeviceToHost);
-  return h;
-}
-
-int error_class(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ferry::Error& e) {
-    return e.mpi_error_class();
-  }
-  return MPI_SUCCESS;
 }
 
 // One pair with its types, host data and what the CPU engine makes of it.

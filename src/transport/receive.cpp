@@ -7,6 +7,7 @@
 
 #include "gpu/runtime.hpp"
 #include "sys/env.hpp"
+#include "sys/error.hpp"
 #include "transport/methods.hpp"
 #include "transport/wire.hpp"
 
@@ -412,15 +413,8 @@ bool ReceiveBatch::done() const {
 
 int ReceiveBatch::settle() noexcept {
   auto launch_noting = [this] {  // launch_queued, its error kept
-    try {
-      launch_queued();
-    } catch (const Error& e) {
-      if (rc_ == MPI_SUCCESS) rc_ = e.mpi_error_class();
-    } catch (const std::bad_alloc&) {
-      if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_NO_MEM;
-    } catch (...) {
-      if (rc_ == MPI_SUCCESS) rc_ = MPI_ERR_INTERN;
-    }
+    const int e = detail::guarded([this] { launch_queued(); });
+    if (rc_ == MPI_SUCCESS) rc_ = e;
   };
   if (held_.empty()) {  // copies of a receive that could not join (no memory): run them, wait
     if (!queue_ || (queue_->spans.empty() && queue_->copies.empty())) return rc_;

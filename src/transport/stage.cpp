@@ -13,11 +13,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <new>
 #include <vector>
 
 #include "gpu/runtime.hpp"
 #include "sys/env.hpp"
+#include "sys/error.hpp"
 #include "transport/methods.hpp"
 #include "transport/wire.hpp"
 
@@ -147,26 +147,16 @@ int UnstageBatch::settle() noexcept {
   if (open_unstage == this) open_unstage = outer;
   if (held.empty()) return MPI_SUCCESS;
   int rc = MPI_SUCCESS;
-  auto attempt = [&rc](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      if (rc == MPI_SUCCESS) rc = e.mpi_error_class();
-    } catch (const std::bad_alloc&) {
-      if (rc == MPI_SUCCESS) rc = MPI_ERR_NO_MEM;
-    } catch (...) {
-      if (rc == MPI_SUCCESS) rc = MPI_ERR_INTERN;
-    }
-  };
   if (!copies.empty()) {
-    attempt([this] {
+    rc = detail::guarded([this] {
       std::vector<gpu::Copy> c;
       c.reserve(copies.size());
       for (const auto& q : copies) c.push_back(q.first);
       gpu::copy_many_async(c.data(), c.size(), gpu::legacy_stream());
     });
   }
-  attempt([] { wait_legacy(); });
+  const int waited = detail::guarded([] { wait_legacy(); });
+  if (rc == MPI_SUCCESS) rc = waited;
   copies.clear();
   for (void* p : held) pinned_pool().put(p);
   held.clear();
