@@ -1,7 +1,9 @@
 // bench_alltoall: MPI_Alltoallv and MPI_Neighbor_alltoallv on device buffers through the
 // interposer (issue 16's goals), every way in the same run:
 //
-//   native    Ferry's messages: each block a message with its own method (IPC on the node)
+//   native    Ferry's own: on one node every block read in place (FERRY_PULL: one kernel per
+//             rank; column `pulled`: such calls per call), else Ferry's messages
+//   messages  Ferry's messages: each block a message with its own method (IPC on the node)
 //   mirrors   the MPI's own collective on host copies of the buffers (ferry_mpi_force_collectives):
 //             what Ferry did before
 //   p2p       the same blocks as MPI_Irecv/MPI_Isend through Ferry, then MPI_Waitall: the bound
@@ -61,6 +63,7 @@ struct Row {
   double median_us, min_us, max_us;
   // Rank 0's stub receives per call, and how many of them shared one GPU wait (FERRY_BATCH_RECEIVE).
   double stubs_per_call = 0, per_wait = 0;
+  double pulled = 0;  // calls read in place (FERRY_PULL) per call
 };
 
 class Bench {
@@ -87,7 +90,7 @@ class Bench {
   void call(const std::string& mode, bool neighbourhood) {
     const int* c = l_.counts.data();
     const int* d = l_.displs.data();
-    if (mode == "native" || mode == "mirrors") {
+    if (mode == "native" || mode == "messages" || mode == "mirrors") {
       ferry_mpi_force_collectives(mode.c_str());
       const int rc = neighbourhood ? MPI_Neighbor_alltoallv(send_, c, d, MPI_INT, recv_, c, d, MPI_INT, l_.comm)
                                    : MPI_Alltoallv(send_, c, d, MPI_INT, recv_, c, d, MPI_INT, l_.comm);
@@ -193,7 +196,7 @@ int main(int argc, char** argv) {
       }
       Bench bench(l, me);
       const int reps = o.reps > 0 ? o.reps : std::max(2, static_cast<int>((quick ? 2 : 20) * (1 << 20) / std::max<i64>(size, 1 << 16)));
-      for (const std::string mode : {"native", "mirrors", "p2p", "staged"}) {
+      for (const std::string mode : {"native", "messages", "mirrors", "p2p", "staged"}) {
         int ok = bench.check(mode, neighbourhood) ? 1 : 0, all = 0;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!all) {
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
         std::vector<double> trials;
         const long stubs0 = ferry_mpi_ipc_received() + ferry_mpi_local_sent();
         const long batched0 = ferry_mpi_batched_received(), waits0 = ferry_mpi_batch_waits();
+        const long pulls0 = ferry_mpi_collective_pulls();
         for (int t = 0; t < (quick ? 3 : 7); ++t) {
           MPI_Barrier(MPI_COMM_WORLD);
           const double t0 = MPI_Wtime();
@@ -218,30 +222,31 @@ int main(int argc, char** argv) {
         const long waits = ferry_mpi_batch_waits() - waits0;
         rows.push_back({form, mode, size, trials[trials.size() / 2], trials.front(), trials.back(),
                         static_cast<double>(ferry_mpi_ipc_received() + ferry_mpi_local_sent() - stubs0) / calls,
-                        waits > 0 ? static_cast<double>(ferry_mpi_batched_received() - batched0) / static_cast<double>(waits) : 0.0});
+                        waits > 0 ? static_cast<double>(ferry_mpi_batched_received() - batched0) / static_cast<double>(waits) : 0.0,
+                        static_cast<double>(ferry_mpi_collective_pulls() - pulls0) / calls});
       }
     }
   }
   if (me == 0) {
     std::printf("bench_alltoall: %d ranks; median of trials (min-max), us per call; bytes sent per rank\n", n);
-    std::printf("%-26s %-8s %10s %12s %22s %9s %8s %8s\n", "form", "mode", "bytes", "median_us", "spread", "vs_native",
-                "stubs", "per_wait");
+    std::printf("%-26s %-8s %10s %12s %22s %9s %8s %8s %7s\n", "form", "mode", "bytes", "median_us", "spread", "vs_native",
+                "stubs", "per_wait", "pulled");
     for (const Row& r : rows) {
       double native = 0;
       for (const Row& q : rows)
         if (q.form == r.form && q.bytes == r.bytes && q.mode == "native") native = q.median_us;
-      std::printf("%-26s %-8s %10lld %12.1f %10.1f-%-10.1f %9.2f %8.2f %8.2f\n", r.form.c_str(), r.mode.c_str(),
+      std::printf("%-26s %-8s %10lld %12.1f %10.1f-%-10.1f %9.2f %8.2f %8.2f %7.2f\n", r.form.c_str(), r.mode.c_str(),
                   static_cast<long long>(r.bytes), r.median_us, r.min_us, r.max_us, native > 0 ? r.median_us / native : 0.0,
-                  r.stubs_per_call, r.per_wait);
+                  r.stubs_per_call, r.per_wait, r.pulled);
     }
     if (!o.json.empty()) {
       FILE* f = std::fopen(o.json.c_str(), "w");
       if (f) {
         std::fprintf(f, "{\"ranks\": %d, \"rows\": [", n);
         for (std::size_t i = 0; i < rows.size(); ++i)
-          std::fprintf(f, "%s{\"form\": \"%s\", \"mode\": \"%s\", \"bytes\": %lld, \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"stubs_per_call\": %.3f, \"receives_per_wait\": %.3f}",
+          std::fprintf(f, "%s{\"form\": \"%s\", \"mode\": \"%s\", \"bytes\": %lld, \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"stubs_per_call\": %.3f, \"receives_per_wait\": %.3f, \"pulled\": %.3f}",
                        i ? ", " : "", rows[i].form.c_str(), rows[i].mode.c_str(), static_cast<long long>(rows[i].bytes),
-                       rows[i].median_us, rows[i].min_us, rows[i].max_us, rows[i].stubs_per_call, rows[i].per_wait);
+                       rows[i].median_us, rows[i].min_us, rows[i].max_us, rows[i].stubs_per_call, rows[i].per_wait, rows[i].pulled);
         std::fprintf(f, "]}\n");
         std::fclose(f);
       }

@@ -26,10 +26,13 @@ long ferry_mpi_local_sent(void);
  * queue their copies and wait once), and the waits those batches made. */
 long ferry_mpi_batched_received(void);
 long ferry_mpi_batch_waits(void);
-/* Collective calls this process made as point-to-point messages of Ferry's (MPI_Alltoall(v/w) and
- * the neighbourhood alltoall(v/w) and allgather(v) on GPU buffers: each block a message with its
- * own method) rather than through the MPI's collective on host copies. */
+/* Collective calls this process made as Ferry's own (MPI_Alltoall(v/w) and the neighbourhood
+ * alltoall(v/w) and allgather(v) on GPU buffers: each block a message with its own method, or read
+ * in place) rather than through the MPI's collective on host copies. */
 long ferry_mpi_collective_messages(void);
+/* Of those, the calls whose blocks every process read in place from the senders' GPU memory
+ * (FERRY_PULL: a blocking call on one node, every block contiguous device memory). */
+long ferry_mpi_collective_pulls(void);
 /* Messages those collectives sent to a process on another node (simulated nodes included): with
  * FERRY_AGGREGATE, one per ordered pair of nodes that exchange data in a persistent neighbourhood
  * collective, not one per block. */
@@ -71,7 +74,8 @@ long ferry_mpi_pending(void);
 int ferry_mpi_force_method(const char* name);
 int ferry_mpi_force_pack(const char* name);
 /* Forces how MPI_Alltoall(v/w) and the neighbourhood alltoall(v/w) and allgather(v) take the calls
- * that follow on GPU buffers: "native" (each block a message of Ferry's), "mirrors" (the MPI's
+ * that follow on GPU buffers: "native" (Ferry's: read in place where FERRY_PULL can, else each block
+ * a message of Ferry's), "messages" (each block a message of Ferry's), "mirrors" (the MPI's
  * own collective on host copies of GPU buffers); NULL gives the choice back (GPU buffers: native,
  * unless FERRY_NATIVE_COLLECTIVES=0). Every process of a call must force alike. Returns 0, or -1
  * for a name it does not know. For measurements (bench_alltoall). */

@@ -52,10 +52,8 @@ class Bandwidth {
   static Bandwidth parse(const std::string& text, const std::string& origin = "text");
   // parse() of a file; MPI_ERR_FILE when it cannot be read.
   static Bandwidth load(const std::string& path);
-  // Times a 64 MiB peer copy each way between every pair of the GPUs this process sees (the
-  // node's GPUs in CUDA's order; run it where all of them are visible), enabling peer access
-  // between those that have it; to_text() of the result is a file for FERRY_BANDWIDTH. A second or
-  // more on a node of 8 GPUs. MPI_ERR_OTHER without CUDA or a GPU.
+  // Times a 64 MiB peer copy each way between every pair of GPUs this process sees (enabling peer
+  // access); to_text() is a FERRY_BANDWIDTH file. MPI_ERR_OTHER without CUDA or a GPU.
   static Bandwidth measure();
   int gpus() const { return n_; }
   // GB/s from GPU `from` to GPU `to`; the uniform default for indices outside the matrix (GPUs
@@ -88,12 +86,10 @@ class Topology {
   static Topology simulated(int nodes, int gpus, int ranks, int self = 0, Bandwidth bandwidth = {});
   // "4x2" → {4, 2}: nodes, GPUs per node (MPI_ERR_ARG otherwise).
   static std::pair<int, int> parse_layout(const std::string& text);
-  // Collective over `comm`, with PMPI only. FERRY_TOPOLOGY=NxG gives the simulated layout;
-  // otherwise nodes come from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) and GPUs from the UUID of
-  // each process's current CUDA device, where it has chosen one (no CUDA context yet: -1). The
-  // bandwidth matrix is FERRY_BANDWIDTH's file, else uniform (a file that cannot be read is
-  // reported on stderr and the uniform matrix used; NVML is not consulted). Cost: two allgathers
-  // and a communicator split.
+  // Collective over `comm` (PMPI; two allgathers and a split). FERRY_TOPOLOGY=NxG: simulated;
+  // else nodes from MPI_Comm_split_type(SHARED), GPUs from each process's current device's UUID
+  // (-1 without a CUDA context yet), bandwidth from FERRY_BANDWIDTH's file (unreadable: reported,
+  // uniform used) or uniform; NVML is not consulted.
   static Topology discover(MPI_Comm comm);
 
   int size() const { return static_cast<int>(places_.size()); }
@@ -197,8 +193,7 @@ class Buffer {
 
 // ============================================================================ CUDA IPC
 
-// A CUDA IPC memory handle (cudaIpcMemHandle_t): 64 bytes another process on the node can open.
-struct IpcHandle {
+struct IpcHandle {  // cudaIpcMemHandle_t: 64 bytes another process on the node can open
   char bytes[64];
 };
 
@@ -214,11 +209,9 @@ struct Export {
 // are a lookup; an allocation that has none (VMM or stream-ordered pool memory) is remembered too.
 class Exports {
  public:
-  // The CUDA call, or a fake for tests: false where the allocation at `base` has no handle.
-  using GetHandle = std::function<bool(void* base, IpcHandle* out)>;
+  using GetHandle = std::function<bool(void* base, IpcHandle* out)>;  // CUDA's, or a test's fake
   explicit Exports(GetHandle get);
-  // The export of `p`, which lies in allocation `a` (ferry::gpu::allocation_of); false for memory
-  // other than device memory, or memory without a handle.
+  // The export of `p`, in allocation `a` (gpu::allocation_of); false unless device memory with a handle.
   bool of(const gpu::Allocation& a, const void* p, Export* out);
   void clear();
   std::size_t size() const;
@@ -233,27 +226,17 @@ class Exports {
   };
   std::map<std::uint64_t, Entry> by_base_;
 };
-// The process's exports (CUDA's handles).
-Exports& exports();
+Exports& exports();  // the process's (CUDA's handles)
 // The export of device pointer `p` (asks the driver for its allocation: a few µs); false as above.
 bool export_pointer(const void* p, Export* out);
 
-// ---- Import: peers' allocations mapped into this process, kept for reuse (opening a handle costs
-// far more than a message). Keyed by (peer, the allocation's address there); an export with a new
-// allocation id at that address means the peer freed the old allocation: its mapping is closed
-// (once no one uses it) and the new one opened. At most `capacity` mappings are kept, the least
-// recently used closed first; mappings in use are never closed. Coexisting with other users of CUDA IPC (the application, or the MPI itself, may open the same
-// peer allocation; ucx#3192): current drivers count the opens of one handle in one context and give
-// every opener the same address, and each close only drops its own count, so Ferry's mapping and
-// the program's live side by side. A handle opened in another context of the device (or, with
-// older drivers, opened at all) refuses a second open as "already mapped", and the address it was
-// mapped at cannot be learned. The driver also refuses a new allocation of the peer whose memory
-// (or driver block: small cudaMallocs share them) a mapping this cache kept after its message
-// still holds; so on "already mapped" the cache first closes the peer's unused mappings and tries
-// once more. Still refused, the cache answers `already_mapped` (remembered for that
-// allocation, so the driver is not asked again until the peer's allocation changes) and the caller
-// moves that message another way (staging). Where Ferry's mapping would stand in the way of the
-// program's own open, FERRY_IPC_CACHE=0 (capacity 0) closes each mapping once its message is done.
+// ---- Import: peers' allocations mapped here, kept for reuse (an open costs far more than a
+// message), keyed by (peer, the allocation's address there); a new allocation id at that address
+// closes the old mapping once unused. At most `capacity` mappings, least recently used closed
+// first, never one in use. Coexists with the program's or the MPI's own opens of the same handle
+// (ucx#3192; docs/design.md): a handle the driver refuses as "already mapped", even after the
+// peer's unused mappings were closed, answers `already_mapped` (remembered per allocation) and the
+// message moves another way. FERRY_IPC_CACHE=0 closes each mapping once its message is done.
 class IpcCache {
   struct Mapping;
 
@@ -265,9 +248,7 @@ class IpcCache {
   ~IpcCache();  // closes nothing (the process's cache lives until exit; finalize closes)
   IpcCache(const IpcCache&) = delete;
   IpcCache& operator=(const IpcCache&) = delete;
-
-  // A mapping in use: valid until the Lease goes.
-  class Lease {
+  class Lease {  // a mapping in use: valid until the Lease goes
    public:
     Lease() = default;
     Lease(Lease&& o) noexcept;
@@ -312,6 +293,30 @@ class IpcCache {
 };
 // The process's cache: CUDA's open and close, FERRY_IPC_CACHE mappings.
 IpcCache& ipc_cache();
+
+// ---- Reading peers' GPU memory in place (collectives on one node: mpi/coll_pull.cpp). A process
+// offers contiguous device bytes, readable once the work its legacy stream held at the offer is
+// done (an interprocess event, none if idle); an Offer is plain bytes sent by MPI (ok 0: not
+// readable in place). A reader copies the offers of its GPU, and of GPUs it has peer access to,
+// with one kernel; others by the copy engines.
+struct Offer {
+  Export at;
+  i64 bytes = 0, slot = -1;
+  std::uint64_t gpu = 0;  // the data's GPU (device_key)
+  char event[64] = {};
+  int ok = 0;
+};
+class Pull {  // one call's offers and reads; throws ferry::Error
+ public:
+  Pull();
+  ~Pull();  // gives the event back: only once every reader is done (the caller's barrier)
+  bool offer(const void* p, i64 bytes, Offer* out);  // the first records the event; false: cannot
+  bool take(int peer, const Offer& o, void* dst);    // world rank `peer`'s, into GPU memory here
+  void run();                                        // on the legacy stream, waited for
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // ============================================================================ messages
 
@@ -414,9 +419,8 @@ const char* locality_name(int peer, int device);
 // which lies where the stages balance. `override_bytes` > 0 (FERRY_PIPELINE_CHUNK) wins.
 i64 pipeline_chunk(const model::Model& m, i64 bytes, i64 block, model::Locality l,
                    i64 override_bytes = 0);
-// Pass-through: whether the MPI moves GPU memory itself. What the library says of itself (Open
-// MPI's MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support), asked once at run time;
-// `unknown` where this MPI has neither query.
+// Pass-through: whether the MPI moves GPU memory itself, as it says (Open MPI's
+// MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support; `unknown`: neither), asked once.
 enum class CudaAware : std::uint8_t { no, yes, unknown };
 CudaAware mpi_cuda_aware();
 // FERRY_PASSTHROUGH ("auto": when the MPI says yes; "on": always; "off": never) against what the
@@ -428,20 +432,20 @@ bool use_passthrough(const std::string& knob, CudaAware mpi);
 // application's communicator and tag, so matching, wildcards, order and truncation stay the MPI's;
 // the data, acknowledgements and chunks travel on a private duplicate of MPI_COMM_WORLD.
 constexpr int kStubBytes = 232;
-// Non-blocking receives into host memory smaller than this never look for a stub, so no send
-// below it uses a stub (receives into GPU memory, and blocking ones of kStubBytes or more, check
-// whatever their size).
+// Non-blocking host receives smaller than this never look for a stub, so no send below it uses one
+// (receives into GPU memory, and blocking ones of kStubBytes or more, check whatever their size).
 constexpr i64 kStubMinBytes = 4096;
 
-// Collective over MPI_COMM_WORLD after init(): the protocol is on where every rank wants it
-// (FERRY_IPC, a GPU or FERRY_PROTOCOL_TEST, the transport up).
+// Collective over MPI_COMM_WORLD after init(): on where every rank wants it (FERRY_IPC, a GPU or
+// FERRY_PROTOCOL_TEST, the transport up).
 void start_protocol();
 void stop_protocol();
 bool protocol_on();
 // FERRY_PROTOCOL_TEST=1: the stub protocol runs without a GPU, large host sends pipelined.
 bool protocol_test();
-// Pass-through decided at start_protocol (every rank agrees).
+// Decided at start_protocol, alike at every rank: pass-through; FERRY_PULL (the protocol on too).
 bool passthrough();
+bool pull_on();
 // A communicator's ranks as world ranks (kept by receives: the communicator may be freed first).
 struct Ranks {
   bool world = false;  // MPI_COMM_WORLD itself
@@ -452,8 +456,7 @@ struct Ranks {
     return table && rank < static_cast<int>(table->size()) ? (*table)[static_cast<std::size_t>(rank)] : -1;
   }
 };
-// Cached per communicator until forget(comm) (MPI_Comm_free: the handle may come back).
-Ranks ranks_of(MPI_Comm comm);
+Ranks ranks_of(MPI_Comm comm);  // cached per communicator until forget(comm) (MPI_Comm_free)
 int world_rank(MPI_Comm comm, int rank);
 void forget(MPI_Comm comm);
 // A receive of `capacity` bytes from `source` of `comm` may get a stub: the protocol is on, the
@@ -496,8 +499,7 @@ class Outgoing {
   // be after a receive of its own that this receiver cannot reach until it has the data).
   virtual void serve() {}
   MPI_Request request = MPI_REQUEST_NULL;
-  // finish() already ran (everything had completed when send() returned): `request` is a
-  // completed request of the MPI's that the caller hands on and needs nothing more for.
+  // finish() already ran (all had completed in send()): `request` is a completed MPI request.
   bool done = false;
 };
 // Sends route `r` (method ipc, local or pipelined, chosen by choose()) to rank `dest` of `comm`
@@ -562,14 +564,12 @@ bool stub_size(const void* received, const Ranks& ranks, const MPI_Status& st, i
 // Staging: packs route `r`'s GPU data into pinned host memory `host` (one copy for dense data; the
 // pack the route says otherwise). Waits for the GPU: `host` is complete when it returns.
 void stage(const Route& r, void* host);
-// Unpacks `nbytes` packed bytes at `packed` (host memory; `pinned`: pinned and mapped, which the
-// GPU reads directly) into the target's elements from `first` on; a partial last element receives
-// its leading bytes. GPU targets: waits for the GPU, except where FERRY_ASYNC_RECV is on, the target
-// is device memory and `pool_buffer` is given: a pinned pool buffer holding `packed`, which then
-// goes back to the pool once the queued copy is done (the caller must not put it back). The data
-// is then ordered before later work on the legacy default stream and on blocking streams, as a
-// cudaMemcpy from pageable memory is (docs/design.md); inside an UnstageBatch, until it settles.
-// Returns true when it took `pool_buffer`.
+// Unpacks `nbytes` packed bytes at `packed` (host memory; `pinned`: pinned and mapped, read by the
+// GPU directly) into the target's elements from `first` on (a partial last element gets its
+// leading bytes). GPU targets: waits for the GPU, except under FERRY_ASYNC_RECV into device memory
+// with `pool_buffer` (a pinned pool buffer holding `packed`, put back once the queued copy is done;
+// true returned: the caller must not put it back), where the data is ordered before later work on
+// the legacy and blocking streams (docs/design.md), and inside an UnstageBatch, until it settles.
 bool unstage(const void* packed, i64 nbytes, const Target& to, i64 first = 0, bool pinned = false,
              void* pool_buffer = nullptr);
 // A scope (per thread; a nested one holds the unstage() calls made while it is open) whose calls
@@ -591,9 +591,9 @@ bool async_receive();
 // Pinned buffers whose copies are still queued come back to the pool (called by the pool users
 // now and then; cheap when there are none). `all`: wait for them (finalize).
 void reclaim(bool all = false);
-// Messages per stub method so far (tests, benchmarks); batched, batch_waits: a ReceiveBatch's
-struct Counters {  // receives and waits
-  long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0, batched = 0, batch_waits = 0;
+// Messages per stub method so far; batched, batch_waits: a ReceiveBatch's receives and waits;
+struct Counters {  // pulled: blocks Pull copied
+  long ipc_sent = 0, ipc_received = 0, local = 0, pipelined = 0, batched = 0, batch_waits = 0, pulled = 0;
 };
 Counters counters();
 

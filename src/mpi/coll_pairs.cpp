@@ -192,7 +192,7 @@ bool any_process(MPI_Comm comm, bool mine) {
 int choice(MPI_Comm comm, Call call) noexcept {
   static const bool on = env::flag(env::Knob::native_collectives);
   const int f = forced.load(std::memory_order_relaxed);
-  if (f >= 0) return f == 1 ? 1 : 0;
+  if (f >= 0) return f >= 1 ? 1 : 0;
   const int w = wish.load(std::memory_order_relaxed);
   if (!on || comm == MPI_COMM_NULL || (w < 0 && !hot::gpu && !hot::host_sends)) return 0;
   if (w < 0 && hot::host_sends) return 1;  // the protocol test: host buffers too, at every process
@@ -228,6 +228,7 @@ bool agreed(MPI_Comm comm, Call call, bool mine) {
 void set_wish(int w) { wish.store(w); }
 
 void forget(MPI_Comm comm) {
+  forget_pulls(comm);
   Agreements& a = agreements();
   std::lock_guard lock(a.mutex);
   for (auto it = a.by.begin(); it != a.by.end();) it = it->first.first == comm ? a.by.erase(it) : std::next(it);
@@ -238,7 +239,7 @@ bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, c
   static const bool on = env::flag(env::Knob::native_collectives);
   const int f = forced.load(std::memory_order_relaxed);
   if (sendbuf == MPI_IN_PLACE || f == 0 || (f < 0 && !on)) return false;
-  if (hot::host_sends || f == 1) return true;
+  if (hot::host_sends || f >= 1) return true;
   auto gpu = [](const void* base, const Block& first) {
     if (!empty(first)) return gpu_type(first.buf, first.count, first.type) != nullptr;
     return base != nullptr && gpu_type(base, 1, MPI_BYTE) != nullptr;  // no data: where the buffer is
@@ -329,6 +330,11 @@ int finish(std::shared_ptr<Flight> f, MPI_Request* request) {
 }
 
 int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
+  int rc = MPI_SUCCESS;
+  if (!request && forced.load(std::memory_order_relaxed) != 2 && pulled(comm, plan, &rc)) {
+    made.fetch_add(1);
+    return rc;
+  }
   return finish(post(comm, plan), request);
 }
 

@@ -150,9 +150,18 @@ bool plan(MPI_Comm comm, bool neighbourhood, const void* sendbuf, const void* re
 }
 
 // Every block moved (receives posted first, then the sends, in turn from this process's own
-// position), to completion when `request` is null, else under a new generalized request.
-// Throws ferry::Error; the caller's guard reports it.
+// position), to completion when `request` is null, else under a new generalized request. A
+// blocking call on one node is first offered to pulled(). Throws ferry::Error; the caller's guard
+// reports it.
 int run(MPI_Comm comm, const Plan& plan, MPI_Request* request);
+
+// A blocking call (not persistent) of an intracommunicator whose processes share one node, every
+// block contiguous device memory and no neighbour named twice, read in place (coll_pull.cpp,
+// FERRY_PULL): true when it took the call (*rc its result), false when the messages must (every
+// process answers alike). Collective.
+bool pulled(MPI_Comm comm, const Plan& plan, int* rc);
+long pulls();  // calls pulled() took (ferry_mpi_collective_pulls)
+void forget_pulls(MPI_Comm comm);
 
 // A collective's messages under way.
 class Flight {
@@ -194,8 +203,8 @@ inline Block block(const void* buf, i64 bytes, int count, MPI_Datatype type) {
 }
 // Collective calls made of Ferry's messages so far (ferry_mpi_collective_messages).
 long calls();
-// Forces the calls that may go either way (ferry_mpi_force_collectives): 1 Ferry's messages, 0 the
-// mirrors, -1 back to wanted()'s choice.
+// Forces the calls that may go either way (ferry_mpi_force_collectives): 1 Ferry's (read in place
+// where pulled() can), 2 Ferry's messages only, 0 the mirrors, -1 back to wanted()'s choice.
 void force(int native);
 
 // MPI_Alltoall whose blocks are `count` elements of `type` at most FERRY_MIRROR_MAX bytes: the MPI's

@@ -76,6 +76,7 @@ FERRY_EXPORT long ferry_mpi_batch_waits(void) { return transport::counters().bat
 FERRY_EXPORT long ferry_mpi_pipelined_sent(void) { return transport::counters().pipelined; }
 FERRY_EXPORT long ferry_mpi_local_sent(void) { return transport::counters().local; }
 FERRY_EXPORT long ferry_mpi_collective_messages(void) { return coll::pairs::calls(); }
+FERRY_EXPORT long ferry_mpi_collective_pulls(void) { return coll::pairs::pulls(); }
 FERRY_EXPORT long ferry_mpi_collective_crossings(void) { return coll::pairs::crossings(); }
 FERRY_EXPORT long ferry_mpi_persistent_standins(void) { return coll::standin::made(); }
 FERRY_EXPORT void ferry_mpi_collective_wish(int wish) { coll::pairs::set_wish(wish < 0 ? -1 : wish != 0); }
@@ -98,8 +99,8 @@ FERRY_EXPORT int ferry_mpi_force_method(const char* name) {
 }
 FERRY_EXPORT int ferry_mpi_force_collectives(const char* name) {
   const std::string n = name ? name : "";
-  if (name && n != "native" && n != "mirrors") return -1;
-  coll::pairs::force(!name ? -1 : n == "native" ? 1 : 0);
+  if (name && n != "native" && n != "messages" && n != "mirrors") return -1;
+  coll::pairs::force(!name ? -1 : n == "native" ? 1 : n == "messages" ? 2 : 0);
   return 0;
 }
 FERRY_EXPORT int ferry_mpi_force_pack(const char* name) {

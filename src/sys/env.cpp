@@ -108,6 +108,11 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "Persistent neighbourhood collectives send the blocks between two nodes as one message through "
      "a leader on each side; `auto` where blocks are many (two per pair of nodes on average) and "
      "small (64 KiB at most)."},
+    {Knob::pull, "FERRY_PULL", Kind::flag, "1", 0, 0, "",
+     "Blocking MPI_Alltoall(v/w) and neighbourhood alltoall(v/w) and allgather(v) among processes "
+     "of one node, every block contiguous device memory: each process reads its blocks in place from "
+     "the senders' buffers (CUDA IPC) with one kernel launch, then one agreement; set alike at "
+     "every process (agreed at MPI_Init); 0: a message per block."},
 }};
 
 constexpr bool in_order() {

@@ -54,6 +54,7 @@ enum class Knob : int {
   native_collectives,
   mirror_max,
   aggregate,
+  pull,
   count
 };
 

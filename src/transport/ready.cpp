@@ -97,22 +97,30 @@ void Ready::give_back(int slot) noexcept {
   if (slot >= 0 && static_cast<std::size_t>(slot) < m.slots.size()) m.slots[static_cast<std::size_t>(slot)].busy = false;
 }
 
-gpu::Event Ready::opened(const Stub& stub) {
+gpu::Event Ready::opened(const Stub& stub) { return opened(stub.sender, stub.ready_slot, stub.ready); }
+
+gpu::Event Ready::opened(int sender, i64 slot, const gpu::IpcEventHandle& handle) {
   Impl& m = impl();
   std::lock_guard lock(m.mutex);
-  auto it = m.opened.find({stub.sender, stub.ready_slot});
+  auto it = m.opened.find({sender, slot});
   if (it != m.opened.end()) {
-    if (std::memcmp(it->second.handle.bytes, stub.ready.bytes, sizeof stub.ready.bytes) == 0) return it->second.event;
+    if (std::memcmp(it->second.handle.bytes, handle.bytes, sizeof handle.bytes) == 0) return it->second.event;
     gpu::destroy_event(it->second.event);  // not the event it was (cannot happen within one job)
     m.opened.erase(it);
   }
   try {
-    const gpu::Event e = gpu::open_ipc_event(stub.ready);
-    m.opened[{stub.sender, stub.ready_slot}] = {stub.ready, e};
+    const gpu::Event e = gpu::open_ipc_event(handle);
+    m.opened[{sender, slot}] = {handle, e};
     return e;
   } catch (const Error&) {
     return nullptr;  // the sender's data comes staged
   }
+}
+
+gpu::IpcEventHandle Ready::handle(int slot) {
+  Impl& m = impl();
+  std::lock_guard lock(m.mutex);
+  return m.slots.at(static_cast<std::size_t>(slot)).handle;
 }
 
 gpu::Stream Ready::stream() {

@@ -354,6 +354,7 @@ bool may_get_stub(i64 capacity, bool device, int source, MPI_Comm comm, bool blo
 
 bool protocol_on() { return wire::state().on; }
 bool passthrough() { return wire::state().passthrough; }
+bool pull_on() { return wire::state().on && wire::state().pull; }
 
 bool protocol_test() {
   static const bool on = env::flag(env::Knob::protocol_test);
@@ -364,10 +365,12 @@ void start_protocol() {
   wire::State& w = wire::state();
   if (w.on) return;
   // Every rank takes part in the collective setup, so all agree even where some lack a GPU.
-  int want[2] = {env::flag(env::Knob::ipc) && (gpu::available() || protocol_test()) && initialized(),
-                 use_passthrough(env::text(env::Knob::passthrough), mpi_cuda_aware()) && gpu::available()};
-  PMPI_Allreduce(MPI_IN_PLACE, want, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int want[3] = {env::flag(env::Knob::ipc) && (gpu::available() || protocol_test()) && initialized(),
+                 use_passthrough(env::text(env::Knob::passthrough), mpi_cuda_aware()) && gpu::available(),
+                 env::flag(env::Knob::pull)};
+  PMPI_Allreduce(MPI_IN_PLACE, want, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   w.passthrough = want[1] != 0;
+  w.pull = want[2] != 0;
   if (!want[0] || w.passthrough) return;  // a CUDA-aware MPI moves GPU memory itself
   PMPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   PMPI_Comm_dup(MPI_COMM_WORLD, &w.ctl);
@@ -402,6 +405,7 @@ Counters counters() {
   c.pipelined = s.pipelined.load();
   c.batched = s.batched.load();
   c.batch_waits = s.batch_waits.load();
+  c.pulled = s.pulled.load();
   return c;
 }
 

@@ -70,6 +70,9 @@ class Ready {
   void give_back(int slot) noexcept;
   // The receiver's copy of the stub's event; null where it cannot be opened here.
   gpu::Event opened(const Stub& stub);
+  // The same for `slot` of world rank `sender`, exported as `handle` (slot's handle()).
+  gpu::Event opened(int sender, i64 slot, const gpu::IpcEventHandle& handle);
+  gpu::IpcEventHandle handle(int slot);  // the handle of `slot`'s event, for its readers
   // A stream of the current device for the copy after such an event, in turn among a few, so
   // that a pack not done yet holds up only the receives behind it on its own stream.
   gpu::Stream stream();
@@ -85,6 +88,7 @@ Ready& ready();
 struct State {
   bool on = false;
   bool passthrough = false;
+  bool pull = false;  // FERRY_PULL at every rank
   int rank = 0;
   MPI_Comm ctl = MPI_COMM_NULL;  // the private duplicate of MPI_COMM_WORLD
   std::uint64_t magic[2] = {0, 0};
@@ -138,7 +142,8 @@ Describe& describe();
 
 // The counters of transport.hpp.
 struct Stats {
-  std::atomic<long> ipc_sent{0}, ipc_received{0}, local{0}, pipelined{0}, batched{0}, batch_waits{0};
+  std::atomic<long> ipc_sent{0}, ipc_received{0}, local{0}, pipelined{0}, batched{0}, batch_waits{0},
+      pulled{0};
 };
 Stats& stats();
 
