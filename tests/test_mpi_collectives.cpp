@@ -148,6 +148,39 @@ TEST(Collectives, MadeOfMessages) {
   MPI_Comm_free(&ring);
 }
 
+// A graph whose first process has no in-edges and whose last has no out-edges: their count and
+// displacement arrays for that side are null (MPI reads none of them), and every process must still
+// take the same path (Ferry's messages under the protocol test, else the MPI's).
+TEST(Collectives, NullArraysOfAnEmptySide) {
+  const char* env = std::getenv("FERRY_PROTOCOL_TEST");
+  const long ours = env && std::string(env) == "1" ? 1 : 0;
+  const auto [me, n] = place(MPI_COMM_WORLD);
+  std::vector<int> to, from;
+  for (int p = me + 1; p < n; ++p) to.push_back(p);
+  for (int p = 0; p < me; ++p) from.push_back(p);
+  MPI_Comm g = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(from.size()), from.data(), MPI_UNWEIGHTED,
+                                           static_cast<int>(to.size()), to.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &g),
+            MPI_SUCCESS);
+  std::vector<int> sc(to.size(), 2), sd, rc(from.size(), 2), rd, out, in(2 * from.size(), -1);
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    sd.push_back(static_cast<int>(2 * i));
+    out.insert(out.end(), {100 * me + to[i], 100 * me + to[i] + 50});
+  }
+  for (std::size_t j = 0; j < from.size(); ++j) rd.push_back(static_cast<int>(2 * j));
+  auto or_null = [](std::vector<int>& v) { return v.empty() ? nullptr : v.data(); };
+  const long before = ferry_mpi_collective_messages();
+  ASSERT_EQ(MPI_Neighbor_alltoallv(or_null(out), or_null(sc), or_null(sd), MPI_INT, or_null(in), or_null(rc), or_null(rd),
+                                   MPI_INT, g),
+            MPI_SUCCESS);
+  EXPECT_EQ(ferry_mpi_collective_messages() - before, ours);
+  for (std::size_t j = 0; j < from.size(); ++j) {
+    EXPECT_EQ(in[2 * j], 100 * from[j] + me) << "from " << from[j];
+    EXPECT_EQ(in[2 * j + 1], 100 * from[j] + me + 50) << "from " << from[j];
+  }
+  MPI_Comm_free(&g);
+}
+
 // Several blocks between two processes travel as one message (coll_pairs.hpp, Legs), their bytes
 // in the order of the directions they travel in: on an n x 1 periodic grid a process sends two
 // blocks to itself (down and up the second dimension) and, with 2 processes, two to its one

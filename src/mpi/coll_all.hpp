@@ -77,7 +77,7 @@ template <class Fn, class... Req>
                           MPI_Datatype sendtype, void* recvbuf, int recvcount,
                           MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
   // Small blocks of MPI_Alltoall go to the mirrors below (pairs::mirrored).
-  if ((each || d.neighbourhood) && (d.neighbourhood || !pairs::mirrored(recvcount, recvtype))) {
+  if ((each || d.neighbourhood) && (d.neighbourhood || !pairs::mirrored(comm, recvcount, recvtype))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     using C = pairs::Call;
     const C call = !each ? C::neighbor_allgather : d.neighbourhood ? C::neighbor_alltoall : C::alltoall;
@@ -122,7 +122,7 @@ template <class Fn, class... Req>
                                  MPI_Datatype sendtype, void* recvbuf, const int* recvcounts,
                                  const int* displs, MPI_Datatype recvtype, MPI_Comm comm,
                                  Req... request) {
-  if (d.neighbourhood && recvcounts && displs) {
+  if (d.neighbourhood && (d.in == 0 || (recvcounts && displs))) {
     const i64 re = pairs::extent(recvtype);
     const int rc = by_pairs(
         pairs::Call::neighbor_allgatherv, comm, true, sendbuf, recvbuf,
@@ -161,7 +161,9 @@ template <class Fn, class... Req>
                                 const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
                                 const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
                                 MPI_Comm comm, Req... request) {
-  if (sendcounts && sdispls && recvcounts && rdispls) {
+  // Arrays of a side with no peers may be null (a process of a graph without in- or out-edges):
+  // every process must reach the same path.
+  if ((d.out == 0 || (sendcounts && sdispls)) && (d.in == 0 || (recvcounts && rdispls))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
         d.neighbourhood ? pairs::Call::neighbor_alltoallv : pairs::Call::alltoallv, comm, d.neighbourhood,
@@ -204,7 +206,7 @@ template <class Fn, class Disp, class... Req>
                                 const Disp* sdispls, const MPI_Datatype* sendtypes, void* recvbuf,
                                 const int* recvcounts, const Disp* rdispls,
                                 const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
-  if (sendcounts && sdispls && sendtypes && recvcounts && rdispls && recvtypes) {
+  if ((d.out == 0 || (sendcounts && sdispls && sendtypes)) && (d.in == 0 || (recvcounts && rdispls && recvtypes))) {
     const int rc = by_pairs(
         d.neighbourhood ? pairs::Call::neighbor_alltoallw : pairs::Call::alltoallw, comm, d.neighbourhood,
         sendbuf, recvbuf,

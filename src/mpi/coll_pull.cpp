@@ -62,13 +62,17 @@ bool one_node(MPI_Comm comm, int n) {
   return true;
 }
 
+Standing& standing_locked(Standings& s, MPI_Comm comm, int n) {
+  auto it = s.by.find(comm);
+  if (it == s.by.end()) it = s.by.emplace(comm, Standing{one_node(comm, n)}).first;
+  return it->second;
+}
+
 // Whether this call tries: the same answer at every process of the communicator.
 bool attempt(MPI_Comm comm, int n) {
   Standings& s = standings();
   std::lock_guard lock(s.mutex);
-  auto it = s.by.find(comm);
-  if (it == s.by.end()) it = s.by.emplace(comm, Standing{one_node(comm, n)}).first;
-  Standing& st = it->second;
+  Standing& st = standing_locked(s, comm, n);
   if (!st.node) return false;
   if (st.skip > 0) {
     --st.skip;
@@ -207,6 +211,16 @@ bool repeats(std::vector<int> ranks) {
 }  // namespace
 
 long pulls() { return pull_calls.load(); }
+
+bool pull_suits(MPI_Comm comm) {
+  int n = 0, inter = 0;
+  if (!transport::pull_on() || comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
+      PMPI_Comm_size(comm, &n) != MPI_SUCCESS || n <= 2)
+    return false;
+  Standings& s = standings();
+  std::lock_guard lock(s.mutex);
+  return standing_locked(s, comm, n).node;
+}
 
 void forget_pulls(MPI_Comm comm) {
   Standings& s = standings();
