@@ -103,7 +103,8 @@ constexpr std::array<Info, kKnobs> kTable = {{
      "copies of the buffers."},
     {Knob::mirror_max, "FERRY_MIRROR_MAX", Kind::bytes, "8K", 0, kMax, "",
      "MPI_Alltoall on GPU buffers with blocks of at most this many bytes runs as the MPI's own on "
-     "host copies (one copy each way beats a message per peer); 0: Ferry's messages at every size."},
+     "host copies (one copy each way beats a message per peer), except on more than 2 processes of "
+     "one node (read in place, FERRY_PULL); 0: Ferry's messages at every size."},
     {Knob::aggregate, "FERRY_AGGREGATE", Kind::choice, "auto", 0, 0, "auto|on|off",
      "Persistent neighbourhood collectives send the blocks between two nodes as one message through "
      "a leader on each side; `auto` where blocks are many (two per pair of nodes on average) and "
