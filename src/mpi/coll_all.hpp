@@ -77,7 +77,8 @@ template <class Fn, class... Req>
                           MPI_Datatype sendtype, void* recvbuf, int recvcount,
                           MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
   // Small blocks of MPI_Alltoall go to the mirrors below (pairs::mirrored).
-  if ((each || d.neighbourhood) && (d.neighbourhood || !pairs::mirrored(comm, recvcount, recvtype))) {
+  if ((each || d.neighbourhood) &&
+      (d.neighbourhood || !pairs::mirrored(comm, recvcount, recvtype, sizeof...(Req) == 0))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     using C = pairs::Call;
     const C call = !each ? C::neighbor_allgather : d.neighbourhood ? C::neighbor_alltoall : C::alltoall;

@@ -247,13 +247,13 @@ bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, c
   return gpu(sendbuf, first_send) || gpu(recvbuf, first_recv);
 }
 
-bool mirrored(MPI_Comm comm, int count, MPI_Datatype type) {
+bool mirrored(MPI_Comm comm, int count, MPI_Datatype type, bool blocking) {
   static const i64 max = env::integer(env::Knob::mirror_max);
   int size = 0;
   if (max <= 0 || forced.load(std::memory_order_relaxed) >= 0 || hot::host_sends || type == MPI_DATATYPE_NULL ||
       PMPI_Type_size(type, &size) != MPI_SUCCESS)
     return false;
-  return i64{count} * size <= max && !pull_suits(comm);
+  return i64{count} * size <= max && !(blocking && pull_suits(comm));
 }
 
 MPI_Comm channel_of(MPI_Comm comm, const Plan& plan) {

@@ -209,11 +209,12 @@ void force(int native);
 
 // MPI_Alltoall whose blocks are `count` elements of `type` at most FERRY_MIRROR_MAX bytes: the MPI's
 // own on host mirrors, where one copy each way costs less than a message per peer (2 ranks on one
-// H200: 8 B, 18 against 43 us), except on more than 2 processes of one node (pull_suits()), where
-// reading in place costs less (4 ranks: 24 against 35-48 us). Every process decides alike without
-// agreeing, since the block's size is the same at all of them (the type signatures match). Not
-// while the calls are forced, nor in the protocol test.
-bool mirrored(MPI_Comm comm, int count, MPI_Datatype type);
+// H200: 8 B, 18 against 43 us), except for a `blocking` call on more than 2 processes of one node
+// (pull_suits()), where reading in place costs less (4 ranks: 24 against 35-48 us; the non-blocking
+// and persistent forms are not read in place). Every process decides alike without agreeing, since
+// the block's size is the same at all of them (the type signatures match) and all call the same
+// form. Not while the calls are forced, nor in the protocol test.
+bool mirrored(MPI_Comm comm, int count, MPI_Datatype type, bool blocking);
 // More than 2 processes of `comm`, all on one node, with FERRY_PULL: alike at every process.
 bool pull_suits(MPI_Comm comm);
 
