@@ -76,9 +76,10 @@ template <class Fn, class... Req>
 [[gnu::noinline]] int fan(Fn fn, Degrees d, bool each, const void* sendbuf, int sendcount,
                           MPI_Datatype sendtype, void* recvbuf, int recvcount,
                           MPI_Datatype recvtype, MPI_Comm comm, Req... request) {
-  // Small blocks of MPI_Alltoall go to the mirrors below (pairs::mirrored).
+  // Small blocks of MPI_Alltoall may go to the mirrors below (pairs::mirrored).
   if ((each || d.neighbourhood) &&
-      (d.neighbourhood || !pairs::mirrored(comm, recvcount, recvtype, sizeof...(Req) == 0))) {
+      (d.neighbourhood || !pairs::mirrored(comm, sendbuf == MPI_IN_PLACE ? 0 : sendcount, sendtype, recvcount,
+                                           recvtype, sizeof...(Req) == 0))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     using C = pairs::Call;
     const C call = !each ? C::neighbor_allgather : d.neighbourhood ? C::neighbor_alltoall : C::alltoall;
@@ -162,9 +163,10 @@ template <class Fn, class... Req>
                                 const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
                                 const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
                                 MPI_Comm comm, Req... request) {
-  // Arrays of a side with no peers may be null (a process of a graph without in- or out-edges):
-  // every process must reach the same path.
-  if ((d.out == 0 || (sendcounts && sdispls)) && (d.in == 0 || (recvcounts && rdispls))) {
+  // Arrays MPI does not read may be null (the send side in place; a side without peers in a
+  // process topology): every process must reach the same path.
+  if ((sendbuf == MPI_IN_PLACE || (d.neighbourhood && d.out == 0) || (sendcounts && sdispls)) &&
+      ((d.neighbourhood && d.in == 0) || (recvcounts && rdispls))) {
     const i64 se = pairs::extent(sendtype), re = pairs::extent(recvtype);
     const int rc = by_pairs(
         d.neighbourhood ? pairs::Call::neighbor_alltoallv : pairs::Call::alltoallv, comm, d.neighbourhood,
@@ -207,7 +209,8 @@ template <class Fn, class Disp, class... Req>
                                 const Disp* sdispls, const MPI_Datatype* sendtypes, void* recvbuf,
                                 const int* recvcounts, const Disp* rdispls,
                                 const MPI_Datatype* recvtypes, MPI_Comm comm, Req... request) {
-  if ((d.out == 0 || (sendcounts && sdispls && sendtypes)) && (d.in == 0 || (recvcounts && rdispls && recvtypes))) {
+  if ((sendbuf == MPI_IN_PLACE || (d.neighbourhood && d.out == 0) || (sendcounts && sdispls && sendtypes)) &&
+      ((d.neighbourhood && d.in == 0) || (recvcounts && rdispls && recvtypes))) {
     const int rc = by_pairs(
         d.neighbourhood ? pairs::Call::neighbor_alltoallw : pairs::Call::alltoallw, comm, d.neighbourhood,
         sendbuf, recvbuf,

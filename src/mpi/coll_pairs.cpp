@@ -247,13 +247,15 @@ bool wanted(const void* sendbuf, const void* recvbuf, const Block& first_send, c
   return gpu(sendbuf, first_send) || gpu(recvbuf, first_recv);
 }
 
-bool mirrored(MPI_Comm comm, int count, MPI_Datatype type, bool blocking) {
+bool mirrored(MPI_Comm comm, int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype, bool blocking) {
   static const i64 max = env::integer(env::Knob::mirror_max);
-  int size = 0;
-  if (max <= 0 || forced.load(std::memory_order_relaxed) >= 0 || hot::host_sends || type == MPI_DATATYPE_NULL ||
-      PMPI_Type_size(type, &size) != MPI_SUCCESS)
+  int ssize = 0, rsize = 0;
+  if (max <= 0 || forced.load(std::memory_order_relaxed) >= 0 || hot::host_sends || rtype == MPI_DATATYPE_NULL ||
+      PMPI_Type_size(rtype, &rsize) != MPI_SUCCESS || rsize < 0)
     return false;
-  return i64{count} * size <= max && !(blocking && pull_suits(comm));
+  if (scount != 0 && (stype == MPI_DATATYPE_NULL || PMPI_Type_size(stype, &ssize) != MPI_SUCCESS || ssize < 0))
+    return false;
+  return std::max(i64{scount} * ssize, i64{rcount} * rsize) <= max && !(blocking && pull_suits(comm));
 }
 
 MPI_Comm channel_of(MPI_Comm comm, const Plan& plan) {

@@ -207,14 +207,15 @@ long calls();
 // where pulled() can), 2 Ferry's messages only, 0 the mirrors, -1 back to wanted()'s choice.
 void force(int native);
 
-// MPI_Alltoall whose blocks are `count` elements of `type` at most FERRY_MIRROR_MAX bytes: the MPI's
-// own on host mirrors, where one copy each way costs less than a message per peer (2 ranks on one
-// H200: 8 B, 18 against 43 us), except for a `blocking` call on more than 2 processes of one node
-// (pull_suits()), where reading in place costs less (4 ranks: 24 against 35-48 us; the non-blocking
-// and persistent forms are not read in place). Every process decides alike without agreeing, since
-// the block's size is the same at all of them (the type signatures match) and all call the same
-// form. Not while the calls are forced, nor in the protocol test.
-bool mirrored(MPI_Comm comm, int count, MPI_Datatype type, bool blocking);
+// MPI_Alltoall whose send and receive blocks (`scount` of `stype`, 0 in place; `rcount` of `rtype`)
+// hold at most FERRY_MIRROR_MAX bytes: the MPI's own on host mirrors, where one copy each way costs
+// less than a message per peer (2 ranks on one H200: 8 B, 18 against 43 us), except for a
+// `blocking` call on more than 2 processes of one node (pull_suits()), where reading in place costs
+// less (4 ranks: 24 against 35-48 us; the non-blocking and persistent forms are not read in place).
+// Every process decides alike without agreeing: the larger of its two blocks is the same at all of
+// them (the type signatures match; across an intercommunicator each group's send block is the
+// other's receive block) and all call the same form. Not while forced, nor in the protocol test.
+bool mirrored(MPI_Comm comm, int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype, bool blocking);
 // More than 2 processes of `comm`, all on one node, with FERRY_PULL: alike at every process.
 bool pull_suits(MPI_Comm comm);
 
