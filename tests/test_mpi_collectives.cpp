@@ -179,10 +179,8 @@ TEST(Collectives, NullArraysOfAnEmptySide) {
     EXPECT_EQ(in[2 * j + 1], 100 * from[j] + me + 50) << "from " << from[j];
   }
   MPI_Comm_free(&g);
-  // Without a topology the call is erroneous: an error class, not a crash on the null arrays.
-  int any = 0;
-  EXPECT_NE(MPI_Neighbor_alltoallv(&any, nullptr, nullptr, MPI_INT, &any, nullptr, nullptr, MPI_INT, MPI_COMM_WORLD),
-            MPI_SUCCESS);
+  // (A neighbourhood call without a topology and with null arrays is erroneous; Ferry leaves it to
+  // the MPI, whose answer differs: Open MPI 4.1 returns MPI_ERR_TOPOLOGY, MPICH 4.0 crashes.)
 }
 
 // Several blocks between two processes travel as one message (coll_pairs.hpp, Legs), their bytes
