@@ -14,9 +14,9 @@
 #include <ctime>
 #include <vector>
 
-namespace {
+#include "gpu_test_util.hpp"  // CUDA_OK
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+namespace {
 
 int value(int from, int to, int call, int k) { return from * 1000000 + to * 10000 + call * 1000 + k % 1000; }
 

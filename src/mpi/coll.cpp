@@ -2,6 +2,7 @@
 #include "mpi/coll.hpp"
 #include "mpi/coll_pairs.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -145,16 +146,7 @@ BarrierComms& barrier_comms() {
   return guard(comm, [&] {
     const MPI_Comm dup = barrier_comms().get(comm);
     if (dup == MPI_COMM_NULL) return PMPI_Barrier(comm);
-    const int n = comm_size(dup), me = comm_rank(dup);
-    for (int k = 1, round = 0; k < n; k *= 2, ++round) {
-      MPI_Request r[2];
-      int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, (me - k + n) % n, round, dup, &r[0]);
-      if (rc == MPI_SUCCESS) rc = PMPI_Isend(nullptr, 0, MPI_BYTE, (me + k) % n, round, dup, &r[1]);
-      if (rc == MPI_SUCCESS) rc = wait_serving(&r[0], MPI_STATUS_IGNORE);
-      if (rc == MPI_SUCCESS) rc = wait_serving(&r[1], MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) return rc;
-    }
-    return MPI_SUCCESS;
+    return disseminate(dup, 0);
   });
 }
 
@@ -166,6 +158,25 @@ void forget(MPI_Comm comm) {
 }
 
 MPI_Comm private_comm(MPI_Comm comm) { return barrier_comms().get(comm); }
+
+int disseminate(MPI_Comm dup, int tag, int* value) {
+  const int n = comm_size(dup), me = comm_rank(dup);
+  const int count = value ? 1 : 0;
+  for (int k = 1, round = 0; k < n; k *= 2, ++round) {
+    int sent = value ? *value : 0, got = sent;
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = PMPI_Irecv(&got, count, MPI_INT, (me - k + n) % n, tag + round, dup, &r[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Isend(&sent, count, MPI_INT, (me + k) % n, tag + round, dup, &r[1]);
+    for (MPI_Request& q : r)
+      if (q != MPI_REQUEST_NULL) {
+        const int e = wait_serving(&q, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS) rc = e;
+      }
+    if (rc != MPI_SUCCESS) return rc;
+    if (value) *value = std::min(*value, got);
+  }
+  return MPI_SUCCESS;
+}
 
 }  // namespace ferry::mpi_detail::coll
 

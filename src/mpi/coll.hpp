@@ -219,5 +219,11 @@ void forget(MPI_Comm comm);
 // Ferry's private duplicate of `comm` (its barrier's, and its collectives' messages), made at the
 // first call that needs it, which every process of `comm` makes (collectively); null on failure.
 MPI_Comm private_comm(MPI_Comm comm);
+// Dissemination over `dup` (a private duplicate), serving while it waits: ceil(log2 n) rounds of one
+// message each way, tags `tag` + round. No process returns before every process has entered (a
+// barrier); with `value`, each ends with the minimum of every process's (MIN repeats harmlessly),
+// else the messages are empty. MPI_SUCCESS or the first failure's class (every message posted is
+// waited for).
+int disseminate(MPI_Comm dup, int tag, int* value = nullptr);
 
 }  // namespace ferry::mpi_detail::coll

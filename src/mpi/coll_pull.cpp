@@ -1,11 +1,12 @@
 // MPI_Alltoall(v/w) and the neighbourhood alltoall(v/w) and allgather(v) read in place
 // (coll_pairs.hpp, pulled()). Where every process of the communicator is on one node, each block
-// is offered where it lies: one MPI_Alltoall (MPI_Neighbor_alltoall) of offers
-// (an IPC export and an interprocess event per block, transport::Pull), one kernel per process
-// that copies every block it receives from the senders' buffers (waited for), one allreduce that
-// says all could, and is the barrier that keeps each sender's buffer until its readers are done.
-// Two host collectives and one host-waited GPU operation per call, whatever the number of peers,
-// against a stub, a fetch and an answer per block for the messages (docs/performance.md).
+// is offered where it lies (an IPC export, and an interprocess event where the sender's legacy
+// stream is busy: transport::Pull), the offers go to the blocks' readers, each process copies
+// every block it receives from the senders' buffers with one kernel (waited for), and a
+// dissemination of MIN says all could and is the barrier that keeps each sender's buffer until its
+// readers are done. A few host messages and one host-waited GPU operation per call, whatever the
+// number of peers, against a stub, a fetch and an answer per block for the messages
+// (docs/performance.md).
 //
 // Every process of a call takes part in the offers whatever its buffers are (the processes decide
 // alike on the communicator alone). Where some block cannot be read in place (host or managed
@@ -157,16 +158,6 @@ bool take(MPI_Comm comm, const Plan& plan, transport::Pull& pull, const std::vec
 constexpr int kOfferTag = kTagBase - 64;
 constexpr int kAgreeTag = kTagBase - 63;  // + round
 
-int wait_all(std::vector<MPI_Request>& r) {
-  int rc = MPI_SUCCESS;
-  for (MPI_Request& q : r)  // every one, whatever failed: nothing is left in flight
-    if (q != MPI_REQUEST_NULL) {
-      const int e = wait_serving(&q, MPI_STATUS_IGNORE);
-      if (rc == MPI_SUCCESS) rc = e;
-    }
-  return rc;
-}
-
 // out[i] to process to[i], in[j] from process from[j] (MPI_PROC_NULL: none).
 void swap_offers(MPI_Comm dup, const std::vector<int>& to, const std::vector<transport::Offer>& out,
                  const std::vector<int>& from, std::vector<transport::Offer>& in) {
@@ -178,27 +169,19 @@ void swap_offers(MPI_Comm dup, const std::vector<int>& to, const std::vector<tra
   for (std::size_t i = 0; i < to.size() && rc == MPI_SUCCESS; ++i)
     if (to[i] != MPI_PROC_NULL)
       rc = PMPI_Isend(&out[i], bytes, MPI_BYTE, to[i], kOfferTag, dup, &r[from.size() + i]);
-  const int waited = wait_all(r);
-  if (rc != MPI_SUCCESS || waited != MPI_SUCCESS)
-    throw Error(MPI_ERR_INTERN, "the offers of an in-place collective could not be exchanged");
+  for (MPI_Request& q : r)  // every one, whatever failed: nothing is left in flight
+    if (q != MPI_REQUEST_NULL) {
+      const int e = wait_serving(&q, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS) rc = e;
+    }
+  if (rc != MPI_SUCCESS) throw Error(MPI_ERR_INTERN, "the offers of an in-place collective could not be exchanged");
 }
 
-// The minimum of `mine` over the processes of `dup` (dissemination: MIN repeats harmlessly), which
-// no process learns before every process has called it: also a barrier.
+// The minimum of `mine` over the processes of `dup`, which no process learns before every process
+// has called it: also a barrier.
 int agree(MPI_Comm dup, int mine) {
-  const int n = comm_size(dup), me = comm_rank(dup);
   int all = mine;
-  for (int k = 1, round = 0; k < n; k *= 2, ++round) {
-    const int sent = all;
-    int got = 1;
-    std::vector<MPI_Request> r(2, MPI_REQUEST_NULL);
-    int rc = PMPI_Irecv(&got, 1, MPI_INT, (me - k + n) % n, kAgreeTag + round, dup, &r[0]);
-    if (rc == MPI_SUCCESS) rc = PMPI_Isend(&sent, 1, MPI_INT, (me + k) % n, kAgreeTag + round, dup, &r[1]);
-    const int waited = wait_all(r);
-    if (rc != MPI_SUCCESS || waited != MPI_SUCCESS)
-      throw Error(MPI_ERR_INTERN, "an in-place collective could not agree");
-    all = std::min(all, got);
-  }
+  if (disseminate(dup, kAgreeTag, &all) != MPI_SUCCESS) throw Error(MPI_ERR_INTERN, "an in-place collective could not agree");
   return all;
 }
 
@@ -229,9 +212,8 @@ void forget_pulls(MPI_Comm comm) {
 }
 
 bool pulled(MPI_Comm comm, const Plan& plan, int* rc) {
-  if (!transport::pull_on() || plan.peers.inter || plan.channel != MPI_COMM_NULL || !transport::protocol_on() ||
-      transport::passthrough())
-    return false;
+  // (pull_on(): the protocol is on, so no pass-through either.)
+  if (!transport::pull_on() || plan.peers.inter || plan.channel != MPI_COMM_NULL) return false;
   int n = 0;
   if (PMPI_Comm_size(comm, &n) != MPI_SUCCESS || !attempt(comm, n)) return false;
   const MPI_Comm dup = private_comm(comm);
