@@ -1,11 +1,12 @@
 // Locality-aware aggregation of the persistent neighbourhood collectives (issue 16), on the
-// simulated topology (FERRY_TOPOLOGY=4x2: 8 ranks on 4 nodes) and on host buffers that take Ferry's
-// messages (FERRY_PROTOCOL_TEST). A sparse irregular graph (fixed seeds, each rank 6 random
-// destinations, 64 to 1,024 ints a block, some blocks empty) is exchanged with the persistent
-// neighbour alltoallv and alltoallw, started twice with new data: every int of every block must
-// arrive where the standard puts it, gaps untouched, and the messages that cross nodes must be
-// one per ordered pair of nodes that exchange data (FERRY_AGGREGATE=on or auto, which this pattern
-// pays for), or one per crossing block (FERRY_AGGREGATE=off).
+// simulated topology (FERRY_TOPOLOGY=4x2: 8 ranks on 4 nodes; the GPU build: 2x2, 4 ranks on one
+// GPU) on host buffers that take Ferry's messages (FERRY_PROTOCOL_TEST), or in the GPU build on
+// device buffers. A sparse irregular graph (fixed seeds, each rank 6 random destinations, 64 to
+// 1,024 ints a block, some blocks empty) is exchanged with the persistent neighbour alltoallv and
+// alltoallw, started twice with new data: every int of every block must arrive where the standard
+// puts it, gaps untouched, and the messages that cross nodes must be one per ordered pair of nodes
+// that exchange data (FERRY_AGGREGATE=on or auto, which this pattern pays for), or one per crossing
+// block (FERRY_AGGREGATE=off).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -16,10 +17,14 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
+#endif
+#ifdef FERRY_GPU_TEST
+#include "gpu_test_util.hpp"
 #endif
 
 #if MPI_VERSION >= 4 || defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
@@ -58,7 +63,46 @@ std::vector<Edge> graph(unsigned seed, int n) {
 // The value of int i of the block edge q carries at start `start`.
 int value(int q, int i, int start) { return 1000000 * (start + 1) + 1000 * q + i; }
 
-int node_of(int rank, int n) { return rank * 4 / n; }  // FERRY_TOPOLOGY=4x2's blocks
+// The simulated node of a rank: FERRY_TOPOLOGY=NxM's blocks of M ranks.
+int node_of(int rank, int n) {
+  const char* t = std::getenv("FERRY_TOPOLOGY");
+  const int nodes = t ? std::max(1, std::atoi(t)) : 1;
+  return rank * nodes / n;
+}
+
+// The ints of a buffer, in device memory in the GPU build: filled and read on the host, moved
+// to the device before a start and back after its wait.
+class Ints {
+ public:
+  explicit Ints(std::size_t n, int fill) : host_(n, fill) {
+#ifdef FERRY_GPU_TEST
+    cudaMalloc(&dev_, n * sizeof(int));
+#endif
+  }
+  ~Ints() {
+#ifdef FERRY_GPU_TEST
+    cudaFree(dev_);
+#endif
+  }
+  Ints(const Ints&) = delete;
+  Ints& operator=(const Ints&) = delete;
+  std::vector<int>& host() { return host_; }
+  int* data() { return dev_ ? dev_ : host_.data(); }  // what the collective is given
+  void to_device() {
+#ifdef FERRY_GPU_TEST
+    ferry_test::upload(dev_, host_.data(), host_.size() * sizeof(int));
+#endif
+  }
+  void to_host() {
+#ifdef FERRY_GPU_TEST
+    cudaMemcpy(host_.data(), dev_, host_.size() * sizeof(int), cudaMemcpyDeviceToHost);
+#endif
+  }
+
+ private:
+  std::vector<int> host_;
+  int* dev_ = nullptr;
+};
 
 TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
   int me = 0, n = 0;
@@ -108,17 +152,18 @@ TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
     for (int d : sdispls) sbytes.push_back(static_cast<MPI_Aint>(d) * 4);
     for (int d : rdispls) rbytes.push_back(static_cast<MPI_Aint>(d) * 4);
     std::vector<MPI_Datatype> stypes(out_q.size() + 1, MPI_INT), rtypes(in_q.size() + 1, MPI_INT);
-    std::vector<int> send(static_cast<std::size_t>(stotal) + 1), recv(static_cast<std::size_t>(rtotal) + 1);
+    Ints send_buf(static_cast<std::size_t>(stotal) + 1, 0), recv_buf(static_cast<std::size_t>(rtotal) + 1, 0);
+    std::vector<int>&send = send_buf.host(), &recv = recv_buf.host();
 
     for (const bool w : {false, true}) {
       const std::string what = std::string(w ? "alltoallw" : "alltoallv") + ", seed " + std::to_string(seed);
       MPI_Request r = MPI_REQUEST_NULL;
       if (w) {
-        ASSERT_EQ(alltoallw_init(send.data(), scounts.data(), sbytes.data(), stypes.data(), recv.data(),
+        ASSERT_EQ(alltoallw_init(send_buf.data(), scounts.data(), sbytes.data(), stypes.data(), recv_buf.data(),
                                  rcounts.data(), rbytes.data(), rtypes.data(), g, MPI_INFO_NULL, &r),
                   MPI_SUCCESS) << what;
       } else {
-        ASSERT_EQ(alltoallv_init(send.data(), scounts.data(), sdispls.data(), MPI_INT, recv.data(), rcounts.data(),
+        ASSERT_EQ(alltoallv_init(send_buf.data(), scounts.data(), sdispls.data(), MPI_INT, recv_buf.data(), rcounts.data(),
                                  rdispls.data(), MPI_INT, g, MPI_INFO_NULL, &r),
                   MPI_SUCCESS) << what;
       }
@@ -127,9 +172,12 @@ TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
         for (std::size_t i = 0; i < out_q.size(); ++i)
           for (int k = 0; k < scounts[i]; ++k) send[static_cast<std::size_t>(sdispls[i] + k)] = value(out_q[i], k, start);
         std::fill(recv.begin(), recv.end(), -1);
+        send_buf.to_device();
+        recv_buf.to_device();
         const long before = ferry_mpi_collective_crossings();
         ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS) << what;
         ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS) << what;
+        recv_buf.to_host();
         long mine = ferry_mpi_collective_crossings() - before, all = 0;
         MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         EXPECT_EQ(all, want_crossings) << what << ", start " << start << ": messages between nodes";
@@ -145,6 +193,126 @@ TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
     }
     MPI_Comm_free(&g);
   }
+}
+
+// De-duplication (ferry_mpi_neighbor_alltoallv_init_ids): each rank owns 200 values (id v, the
+// value names its rank, v and the start); every element of a block is a random one of them, so
+// blocks to one node repeat values, inside a block and across its processes. Every int must arrive
+// where MPI_Neighbor_alltoallv puts it; with aggregation the bytes that cross nodes must be each
+// rank's distinct values per node, once (the duplicate fraction cut), in one message per pair of
+// nodes; without (FERRY_AGGREGATE=off) every block's bytes, one message each.
+int owned(int s, int v, int start) { return 1000000 * (start + 1) + 1000 * s + v; }
+
+TEST(NeighborsAggregate, DuplicatesCrossOnce) {
+  int me = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const char* mode_env = std::getenv("FERRY_AGGREGATE");
+  const bool aggregated = !(mode_env && std::string(mode_env) == "off");
+  const unsigned seed = 5;
+  const std::vector<Edge> edges = graph(seed, n);
+  std::vector<std::vector<int>> ids(edges.size());  // per edge, the id of each element
+  for (std::size_t q = 0; q < edges.size(); ++q) {
+    std::mt19937 rng(seed * 7919u + static_cast<unsigned>(q));
+    for (int k = 0; k < edges[q].ints; ++k) ids[q].push_back(static_cast<int>(rng() % 200));
+  }
+  std::vector<int> out, in, out_q, in_q;
+  for (int q = 0; q < static_cast<int>(edges.size()); ++q) {
+    const Edge& e = edges[static_cast<std::size_t>(q)];
+    if (e.s == me) out.push_back(e.d), out_q.push_back(q);
+    if (e.d == me) in.push_back(e.s), in_q.push_back(q);
+  }
+  MPI_Comm g;
+  ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(in.size()), in.data(), MPI_UNWEIGHTED,
+                                           static_cast<int>(out.size()), out.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                           &g),
+            MPI_SUCCESS);
+  // What must cross, over all ranks: distinct values per (rank, other node), or every block.
+  std::set<std::pair<int, int>> node_pairs;
+  std::set<std::tuple<int, int, int>> distinct;  // (source, node, id)
+  long blocks = 0, block_bytes = 0;
+  for (std::size_t q = 0; q < edges.size(); ++q) {
+    const Edge& e = edges[q];
+    if (e.ints == 0 || node_of(e.s, n) == node_of(e.d, n)) continue;
+    node_pairs.insert({node_of(e.s, n), node_of(e.d, n)});
+    ++blocks;
+    block_bytes += 4L * e.ints;
+    for (int v : ids[q]) distinct.insert({e.s, node_of(e.d, n), v});
+  }
+  const long want_bytes = aggregated ? 4L * static_cast<long>(distinct.size()) : block_bytes;
+  const long want_messages = aggregated ? static_cast<long>(node_pairs.size()) : blocks;
+  EXPECT_LT(4L * static_cast<long>(distinct.size()), block_bytes / 2) << "the pattern repeats values";
+
+  std::vector<int> scounts, sdispls, rcounts, rdispls;
+  int stotal = 0, rtotal = 0;
+  for (int q : out_q) {
+    scounts.push_back(edges[static_cast<std::size_t>(q)].ints);
+    sdispls.push_back(stotal);
+    stotal += scounts.back() + 3;
+  }
+  for (std::size_t j = in_q.size(); j-- > 0;) {
+    rcounts.insert(rcounts.begin(), edges[static_cast<std::size_t>(in_q[j])].ints);
+    rdispls.insert(rdispls.begin(), rtotal);
+    rtotal += rcounts.front() + 5;
+  }
+  std::vector<long long> sendids(static_cast<std::size_t>(stotal) + 1, -1);
+  for (std::size_t i = 0; i < out_q.size(); ++i)
+    for (int k = 0; k < scounts[i]; ++k)
+      sendids[static_cast<std::size_t>(sdispls[i] + k)] = ids[static_cast<std::size_t>(out_q[i])][static_cast<std::size_t>(k)];
+  Ints send_buf(static_cast<std::size_t>(stotal) + 1, 0), recv_buf(static_cast<std::size_t>(rtotal) + 1, 0);
+  std::vector<int>&send = send_buf.host(), &recv = recv_buf.host();
+  MPI_Request r = MPI_REQUEST_NULL;
+  ASSERT_EQ(ferry_mpi_neighbor_alltoallv_init_ids(send_buf.data(), scounts.data(), sdispls.data(), sendids.data(), MPI_INT,
+                                                  recv_buf.data(), rcounts.data(), rdispls.data(), MPI_INT, g, MPI_INFO_NULL,
+                                                  &r),
+            MPI_SUCCESS);
+  std::fill(sendids.begin(), sendids.end(), -2);  // read at the init only
+  for (int start = 0; start < 2; ++start) {
+    std::fill(send.begin(), send.end(), -7);
+    for (std::size_t i = 0; i < out_q.size(); ++i)
+      for (int k = 0; k < scounts[i]; ++k)
+        send[static_cast<std::size_t>(sdispls[i] + k)] =
+            owned(me, ids[static_cast<std::size_t>(out_q[i])][static_cast<std::size_t>(k)], start);
+    std::fill(recv.begin(), recv.end(), -1);
+    send_buf.to_device();
+    recv_buf.to_device();
+    const long before[2] = {ferry_mpi_collective_crossings(), ferry_mpi_collective_crossing_bytes()};
+    ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    recv_buf.to_host();
+    long mine[2] = {ferry_mpi_collective_crossings() - before[0], ferry_mpi_collective_crossing_bytes() - before[1]},
+         all[2] = {0, 0};
+    MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(all[0], want_messages) << "start " << start << ": messages between nodes";
+    EXPECT_EQ(all[1], want_bytes) << "start " << start << ": bytes between nodes (" << block_bytes
+                                  << " without de-duplication)";
+    std::vector<int> want(recv.size(), -1);
+    for (std::size_t j = 0; j < in_q.size(); ++j) {
+      const std::size_t q = static_cast<std::size_t>(in_q[j]);
+      for (int k = 0; k < rcounts[j]; ++k)
+        want[static_cast<std::size_t>(rdispls[j] + k)] = owned(edges[q].s, ids[q][static_cast<std::size_t>(k)], start);
+    }
+    std::size_t wrong = 0, first = recv.size();
+    for (std::size_t i = 0; i < recv.size(); ++i)
+      if (recv[i] != want[i]) ++wrong, first = std::min(first, i);
+    EXPECT_EQ(wrong, 0u) << "start " << start << ": first wrong int " << first << " (" << (first < recv.size() ? recv[first] : 0) << " for " << (first < recv.size() ? want[first] : 0) << ")";
+  }
+  ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
+
+  // Bad input: the process with a negative count gets MPI_ERR_COUNT, one without ids MPI_ERR_ARG,
+  // the others MPI_ERR_OTHER; nobody hangs.
+  {
+    std::vector<int> bad = scounts;
+    if (me == 0 && !bad.empty()) bad[0] = -1;
+    const int rc = ferry_mpi_neighbor_alltoallv_init_ids(send_buf.data(), bad.data(), sdispls.data(),
+                                                         me == 1 ? nullptr : sendids.data(), MPI_INT, recv_buf.data(),
+                                                         rcounts.data(), rdispls.data(), MPI_INT, g, MPI_INFO_NULL, &r);
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    const bool sends = std::any_of(scounts.begin(), scounts.end(), [](int c) { return c > 0; });
+    EXPECT_EQ(cls, me == 0 && !bad.empty() ? MPI_ERR_COUNT : me == 1 && sends ? MPI_ERR_ARG : MPI_ERR_OTHER);
+  }
+  MPI_Comm_free(&g);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #ifndef FERRY_FERRY_MPI_H
 #define FERRY_FERRY_MPI_H
 
+#include <mpi.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,6 +39,8 @@ long ferry_mpi_collective_pulls(void);
  * FERRY_AGGREGATE, one per ordered pair of nodes that exchange data in a persistent neighbourhood
  * collective, not one per block. */
 long ferry_mpi_collective_crossings(void);
+/* The bytes of those messages (with ferry_mpi_neighbor_alltoallv_init_ids, duplicates sent once). */
+long ferry_mpi_collective_crossing_bytes(void);
 /* Persistent collective requests made as Ferry's stand-ins on host mirrors (the init calls of
  * MPI-4 and Open MPI's MPIX_ with GPU memory at some process that Ferry's messages do not take:
  * each start runs the non-blocking form through Ferry) rather than by the MPI's own init. */
@@ -97,6 +101,20 @@ void* ferry_mpi_get_stream(void);
  * the communicator's). Copied with MPI_Comm_dup / MPI_Type_dup. Made at the first call, which needs
  * an initialized MPI (else MPI_ERR_OTHER); either pointer may be NULL. */
 int ferry_mpi_stream_keyvals(int* comm_keyval, int* type_keyval);
+
+/* MPI_Neighbor_alltoallv_init with the values named: sendids[sdispls[i] + k] is the id of element k
+ * of the block to out-neighbour i (the ids array is indexed like sendbuf, in elements of sendtype).
+ * The elements this process sends under one id must hold the same value: where the blocks between
+ * nodes are aggregated (FERRY_AGGREGATE), each crosses to a node once, however many of its
+ * processes take it, and is handed out there (the locality-aware de-duplication of Bienz et al.).
+ * The result of every start is MPI_Neighbor_alltoallv's; the ids are read at this call only. Host
+ * and GPU buffers; a collective call over a process topology, made at every process with this
+ * entry; MPI_Start / MPI_Wait / MPI_Request_free as for any persistent request. The MPI's error
+ * class on bad arguments (MPI_ERR_OTHER at the processes whose own arguments were good). */
+int ferry_mpi_neighbor_alltoallv_init_ids(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                          const long long sendids[], MPI_Datatype sendtype, void* recvbuf,
+                                          const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                                          MPI_Comm comm, MPI_Info info, MPI_Request* request);
 
 #ifdef __cplusplus
 }

@@ -10,9 +10,11 @@ namespace ferry::mpi_detail::coll::pairs {
 namespace {
 
 std::atomic<long> crossed{0};  // messages to another region sent by Ferry's collectives
+std::atomic<long> crossed_bytes{0};  // and their bytes
 
 void pack_into(const Block& b, char* out) {
   const transport::Route r = route_of(b);
+  if (!r.type && b.count > 0) throw ferry::Error(MPI_ERR_TYPE, "aggregation: a block of a type Ferry cannot read");
   if (r.bytes == 0) return;
   if (r.device()) {
     transport::stage(r, out);
@@ -32,7 +34,6 @@ class Aggregated : public Flight {
   Aggregated(MPI_Comm comm, std::shared_ptr<const Aggregation> a)
       : a_(std::move(a)), dup_(channel_of(comm, a_->all)) {
     direct_ = post(comm, a_->direct);
-    const Plan& all = a_->all;
     for (const auto& t : a_->takes) recv(t.buf->p, t.buf->size, t.from, t.tag, &takes_);
     for (const auto& h : a_->hands) recv(h.buf->p, h.buf->size, h.from, kStep2, &hands_);
     for (const auto& l : a_->leads) {
@@ -42,10 +43,10 @@ class Aggregated : public Flight {
         check(PMPI_Irecv(l.buf->p, 1, type, member, l.tag_from, dup_, &r));
         lead_reqs_.back().push_back(r);
       }
-      for (const Piece& p : l.own) pack_into(all.sends[p.block], l.buf->p + p.at);
+      for (const Piece& p : l.own) pack_into(a_->packs[p.block], l.buf->p + p.at);
     }
     for (const auto& g : a_->gathers) {
-      for (const Piece& p : g.pieces) pack_into(all.sends[p.block], g.buf->p + p.at);
+      for (const Piece& p : g.pieces) pack_into(a_->packs[p.block], g.buf->p + p.at);
       send(g.buf->p, g.buf->size, g.to, g.tag);
     }
     lead_sent_.assign(a_->leads.size(), false);
@@ -63,7 +64,7 @@ class Aggregated : public Flight {
       }
       lead_sent_[i] = true;
       send(a_->leads[i].buf->p, a_->leads[i].buf->size, a_->leads[i].to, kStep2);
-      crossed.fetch_add(1);
+      count_crossing(a_->leads[i].buf->size);
     }
     for (std::size_t i = 0; i < a_->hands.size();
          ++i) {  // step 3 once the region pair's message is in
@@ -76,6 +77,11 @@ class Aggregated : public Flight {
       const auto& h = a_->hands[i];
       for (const auto& [member, slice] : h.slices)
         send(h.buf->p + slice.first, slice.second, member, h.tag_to);
+      for (const auto& [member, type] : h.typed) {
+        MPI_Request r = MPI_REQUEST_NULL;
+        check(PMPI_Isend(h.buf->p, 1, type, member, h.tag_to, dup_, &r));
+        sends_.push_back(r);
+      }
       for (const Piece& p : h.own) unpack_from(h.buf->p + p.at, p.bytes, all.recvs[p.block]);
     }
     for (std::size_t i = 0; i < a_->takes.size(); ++i) {
@@ -139,8 +145,12 @@ class Aggregated : public Flight {
 long crossings() {
   return crossed.load();
 }
-void count_crossing() {
+long crossing_bytes() {
+  return crossed_bytes.load();
+}
+void count_crossing(i64 bytes) {
   crossed.fetch_add(1);
+  crossed_bytes.fetch_add(static_cast<long>(bytes));
 }
 
 std::shared_ptr<Flight> post(MPI_Comm comm, std::shared_ptr<const Aggregation> a) {

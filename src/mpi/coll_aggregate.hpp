@@ -16,6 +16,15 @@
 // data staged): aggregation pays where messages are small and many, which is where per-message
 // cost dominates (FERRY_AGGREGATE=auto: at least two blocks per region pair on average and at most
 // 64 KiB each); `on` and `off` force it.
+//
+// De-duplication (ids given: ferry_mpi_neighbor_alltoallv_init_ids). An element that a process
+// sends under one id to several processes of region B crosses once: the process packs its unique
+// elements for B (first occurrences, in block order) with one indexed type over its send buffer and
+// sends them to A's leader for B; the pair's buffer holds each member's unique elements in member
+// order; at init each process tells B's leader for A, for every element of its blocks to B, which
+// of its unique elements it is, and that leader hands each process of B its blocks (in the order
+// without de-duplication) through an hindexed type whose pieces may repeat. With ids every
+// process's own share goes as a message to itself; `auto` aggregates where the ids save bytes too.
 #pragma once
 
 #include <memory>
@@ -58,6 +67,10 @@ inline transport::Route route_of(const Block& b) {
 struct Aggregation {
   Plan all;     // the call's blocks
   Plan direct;  // those that go directly: inside regions, and any the aggregation leaves alone
+  // What step 1 packs (pieces index these): the send blocks, or with ids one block of this
+  // process's unique elements per region.
+  std::vector<Block> packs;
+  std::vector<MPI_Datatype> types;  // made here (freed with the plan)
   // Step 1, this process's blocks for a region, to that region pair's leader here.
   struct Gather {
     int to, tag;
@@ -82,6 +95,7 @@ struct Aggregation {
     std::unique_ptr<Bytes> buf;
     std::vector<std::pair<int, std::pair<i64, i64>>> slices;  // member, (offset, bytes)
     std::vector<Piece> own;
+    std::vector<std::pair<int, MPI_Datatype>> typed;  // with ids: member, its hindexed gather
   };
   std::vector<Hand> hands;
   // As a destination: a slice from a receiving leader, unpacked into the receive blocks.
@@ -94,9 +108,8 @@ struct Aggregation {
   ~Aggregation() {
     int finalized = 0;
     PMPI_Finalized(&finalized);
-    for (auto& l : leads)
-      for (auto& [m, t] : l.from)
-        if (!finalized) MPI_Type_free(&t);  // Ferry's entry: its translation goes too
+    if (finalized) return;
+    for (MPI_Datatype& t : types) MPI_Type_free(&t);  // Ferry's entry: its translation goes too
   }
 };
 

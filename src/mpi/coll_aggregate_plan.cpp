@@ -2,8 +2,10 @@
 // its init, collectively.
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "mpi/coll_aggregate.hpp"
 #include "sys/env.hpp"
@@ -14,15 +16,86 @@ namespace env = ferry::detail::env;
 
 namespace {
 
-// One block that crosses regions: from comm rank s (its k-th block) to d, with the tag it carries.
+// One block that crosses regions: from comm rank s (its k-th block) to d, with the tag it carries;
+// with ids, `unique` bytes cross from s to d's region in all (the same in each of s's blocks
+// there) and `elem` is the bytes of one element.
 struct Crossing {
   int s, d, tag, k;
-  i64 bytes;
+  i64 bytes, unique, elem;
 };
+constexpr int kFields = 6;  // what each process tells of a block
+constexpr int kIdsTag = kStep2 - 1;  // at init: a source's unique-element indices, to a leader
+
+// This process's unique elements per region (ids given): for each region its first occurrences
+// (block, element) in block order, and for each crossing block the unique index of each element.
+struct Uniques {
+  std::map<int, std::vector<std::pair<std::size_t, int>>> first;
+  std::map<std::size_t, std::vector<int>> index;
+};
+
+Uniques uniques(const Plan& plan, const Ids& ids, const std::vector<int>& region,
+                const std::vector<bool>& crossing) {
+  Uniques u;
+  std::map<int, std::unordered_map<long long, int>> seen;
+  for (std::size_t i = 0; i < plan.sends.size(); ++i) {
+    if (!crossing[i]) continue;
+    const int r = region[static_cast<std::size_t>(plan.peers.out[i])];
+    auto& firsts = u.first[r];
+    auto& known = seen[r];
+    std::vector<int>& idx = u.index[i];
+    for (int e = 0; e < plan.sends[i].count; ++e) {
+      const auto [it, fresh] = known.emplace(ids[i][static_cast<std::size_t>(e)], static_cast<int>(firsts.size()));
+      if (fresh) firsts.emplace_back(i, e);
+      idx.push_back(it->second);
+    }
+  }
+  return u;
+}
+
+// An hindexed type of bytes over (offset, length) pieces, runs that meet merged; committed and
+// kept in `a` to be freed with it.
+MPI_Datatype pieces_type(Aggregation& a, const std::vector<std::pair<i64, i64>>& pieces) {
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> where;
+  for (const auto& [at, n] : pieces) {
+    if (!where.empty() && where.back() + lengths.back() == at && lengths.back() + n <= INT_MAX) {
+      lengths.back() += static_cast<int>(n);
+      continue;
+    }
+    if (n > INT_MAX) throw ferry::Error(MPI_ERR_COUNT, "aggregation: a block over 2 GiB");
+    lengths.push_back(static_cast<int>(n));
+    where.push_back(static_cast<MPI_Aint>(at));
+  }
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  if (PMPI_Type_create_hindexed(static_cast<int>(where.size()), lengths.data(), where.data(), MPI_BYTE, &t) !=
+          MPI_SUCCESS ||
+      PMPI_Type_commit(&t) != MPI_SUCCESS)
+    throw ferry::Error(MPI_ERR_INTERN, "aggregation: no type for a leader's buffer");
+  a.types.push_back(t);
+  return t;
+}
+
+// The block of this process's unique elements for one region: one element each, at their
+// addresses (an hindexed_block of the send type from the lowest block's address).
+Block unique_block(Aggregation& a, const Plan& plan, const std::vector<std::pair<std::size_t, int>>& firsts) {
+  const MPI_Datatype type = plan.sends[firsts.front().first].type;
+  const i64 ext = extent(type);
+  char* base = static_cast<char*>(plan.sends[firsts.front().first].buf);
+  for (const auto& f : firsts) base = std::min(base, static_cast<char*>(plan.sends[f.first].buf));
+  std::vector<MPI_Aint> where;
+  for (const auto& [i, e] : firsts)
+    where.push_back(static_cast<MPI_Aint>(static_cast<char*>(plan.sends[i].buf) - base + e * ext));
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  if (PMPI_Type_create_hindexed_block(static_cast<int>(where.size()), 1, where.data(), type, &t) != MPI_SUCCESS ||
+      MPI_Type_commit(&t) != MPI_SUCCESS)  // Ferry's entry: the pack engine reads it
+    throw ferry::Error(MPI_ERR_INTERN, "aggregation: no type for the unique elements");
+  a.types.push_back(t);
+  return {base, 1, t};
+}
 
 }  // namespace
 
-std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
+std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, const Ids* ids) {
   const std::string mode = env::text(env::Knob::aggregate);
   if (mode == "off" || !transport::initialized()) return nullptr;
   const MPI_Comm dup = channel_of(comm, plan);
@@ -38,41 +111,49 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
            region[static_cast<std::size_t>(peer)] != region[static_cast<std::size_t>(me)];
   };
 
-  // Every process's crossing blocks: (d, tag, bytes) each, gathered everywhere.
+  // Every process's crossing blocks: (d, tag, k, bytes, unique, elem) each, gathered everywhere.
+  std::vector<bool> crossing(plan.sends.size());
+  for (std::size_t i = 0; i < plan.sends.size(); ++i) crossing[i] = crosses(p.out[i]) && !empty(plan.sends[i]);
+  const Uniques u = ids ? uniques(plan, *ids, region, crossing) : Uniques{};
   std::vector<long long> mine;
   for (std::size_t i = 0; i < plan.sends.size(); ++i) {
-    const Block& b = plan.sends[i];
-    if (!crosses(p.out[i]) || empty(b)) continue;
-    mine.insert(mine.end(), {p.out[i], p.out_tag[i], static_cast<long long>(i), route_of(b).bytes});
+    if (!crossing[i]) continue;
+    const i64 bytes = route_of(plan.sends[i]).bytes, elem = bytes / plan.sends[i].count;
+    const i64 unique = ids ? elem * static_cast<i64>(u.first.at(region[static_cast<std::size_t>(p.out[i])]).size()) : 0;
+    mine.insert(mine.end(), {p.out[i], p.out_tag[i], static_cast<long long>(i), bytes, unique, elem});
   }
-  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
-  const int count = static_cast<int>(mine.size());
-  if (PMPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, dup) != MPI_SUCCESS)
+  std::vector<int> counts(static_cast<std::size_t>(2 * n)), displs(static_cast<std::size_t>(n)),
+      sizes(static_cast<std::size_t>(n));
+  const int count[2] = {static_cast<int>(mine.size()), ids ? 1 : 0};
+  if (PMPI_Allgather(count, 2, MPI_INT, counts.data(), 2, MPI_INT, dup) != MPI_SUCCESS)
     throw ferry::Error(MPI_ERR_INTERN, "aggregation: allgather failed");
   int total = 0;
+  bool with_ids = true;  // every process named its values (the same entry everywhere)
   for (int r = 0; r < n; ++r) {
     displs[static_cast<std::size_t>(r)] = total;
-    total += counts[static_cast<std::size_t>(r)];
+    sizes[static_cast<std::size_t>(r)] = counts[static_cast<std::size_t>(2 * r)];
+    total += sizes[static_cast<std::size_t>(r)];
+    with_ids = with_ids && counts[static_cast<std::size_t>(2 * r + 1)] != 0;
   }
   std::vector<long long> every(static_cast<std::size_t>(total));
-  if (PMPI_Allgatherv(mine.data(), count, MPI_LONG_LONG, every.data(), counts.data(), displs.data(),
+  if (PMPI_Allgatherv(mine.data(), count[0], MPI_LONG_LONG, every.data(), sizes.data(), displs.data(),
                       MPI_LONG_LONG, dup) != MPI_SUCCESS)
     throw ferry::Error(MPI_ERR_INTERN, "aggregation: allgatherv failed");
   std::vector<Crossing> c;
   for (int r = 0; r < n; ++r)
     for (int q = displs[static_cast<std::size_t>(r)];
-         q < displs[static_cast<std::size_t>(r)] + counts[static_cast<std::size_t>(r)]; q += 4) {
+         q < displs[static_cast<std::size_t>(r)] + sizes[static_cast<std::size_t>(r)]; q += kFields) {
       const auto* e = &every[static_cast<std::size_t>(q)];
-      c.push_back(
-          {r, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), e[3]});
+      c.push_back({r, static_cast<int>(e[0]), static_cast<int>(e[1]), static_cast<int>(e[2]), e[3], e[4], e[5]});
     }
 
   // The same decision everywhere, from the same list.
   std::map<std::pair<int, int>, std::vector<Crossing>> pairs_of;
-  i64 bytes = 0;
+  i64 bytes = 0, unique = 0;
   for (const Crossing& x : c) {
-    pairs_of[{region[static_cast<std::size_t>(x.s)], region[static_cast<std::size_t>(x.d)]}]
-        .push_back(x);
+    auto& list = pairs_of[{region[static_cast<std::size_t>(x.s)], region[static_cast<std::size_t>(x.d)]}];
+    if (std::none_of(list.begin(), list.end(), [&](const Crossing& y) { return y.s == x.s; })) unique += x.unique;
+    list.push_back(x);
     bytes += x.bytes;
   }
   if (c.empty() || kStep1 + 2 * regions > 32767) return nullptr;
@@ -81,12 +162,13 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
     for (const Crossing& x : list) size += x.bytes;
     if (size > INT_MAX) return nullptr;
   }
-  const bool pays =
-      c.size() >= 2 * pairs_of.size() && bytes / static_cast<i64>(c.size()) <= 64 * 1024;
+  const bool pays = (c.size() >= 2 * pairs_of.size() && bytes / static_cast<i64>(c.size()) <= 64 * 1024) ||
+                    (with_ids && unique < bytes);
   if (mode != "on" && !pays) return nullptr;
 
   auto a = std::make_shared<Aggregation>();
   a->all = plan;
+  if (!with_ids) a->packs = plan.sends;
   // Which receive block takes the k-th block from s with tag t: the k-th such slot here.
   std::map<std::pair<int, int>, std::vector<std::size_t>> slots;
   std::vector<bool> recv_aggregated(plan.recvs.size(), false),
@@ -94,6 +176,16 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
   for (std::size_t j = 0; j < plan.recvs.size(); ++j)
     if (crosses(p.in[j]) && !empty(plan.recvs[j])) slots[{p.in[j], p.in_tag[j]}].push_back(j);
   std::map<std::pair<int, int>, std::size_t> seen;
+  // With ids: the indices this process sends to leaders, and those it receives as one.
+  std::vector<std::vector<int>> sent_indices;
+  std::vector<MPI_Request> index_requests;
+  struct Told {
+    std::size_t hand;
+    std::vector<Crossing> list;
+    std::map<int, i64> base;
+    std::map<int, std::vector<int>> indices;  // per source
+  };
+  std::vector<Told> told;
 
   auto members = [&](int reg) {
     std::vector<int> m;
@@ -106,14 +198,21 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
     const std::vector<int> ma = members(ra), mb = members(rb);
     const int lead_a = ma[static_cast<std::size_t>(rb) % ma.size()],
               lead_b = mb[static_cast<std::size_t>(ra) % mb.size()];
-    // The pair's layout: by destination, source, block order (the list is in source order).
+    // The pair's layout: by destination, source, block order (the list is in source order); with
+    // ids the leaders' buffer holds each source's unique elements instead, in source order.
     std::stable_sort(list.begin(), list.end(),
                      [](const Crossing& x, const Crossing& y) { return x.d < y.d; });
     std::vector<i64> at(list.size());
+    std::map<int, i64> base, unique_of;
     i64 size = 0;
     for (std::size_t q = 0; q < list.size(); ++q) {
       at[q] = size;
       size += list[q].bytes;
+      unique_of[list[q].s] = list[q].unique;
+    }
+    if (with_ids) {
+      size = 0;
+      for (const auto& [s, ub] : unique_of) base[s] = size, size += ub;
     }
     const int tag1 = kStep1 + rb, tag3 = kStep1 + regions + ra;
     // Step 1 and 2 at the sending side.
@@ -125,51 +224,58 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
           own.push_back(q);
           send_aggregated[static_cast<std::size_t>(list[q].k)] = true;
         }
-      std::sort(own.begin(), own.end(),
-                [&](std::size_t x, std::size_t y) { return list[x].k < list[y].k; });
-      if (me != lead_a && !own.empty()) {
-        Aggregation::Gather g{lead_a, tag1, nullptr, {}};
-        i64 mine_bytes = 0;
+      std::vector<Piece> pieces;  // what this process packs, at its place in its own message
+      if (with_ids && !own.empty()) {
+        a->packs.push_back(unique_block(*a, plan, u.first.at(rb)));
+        pieces.push_back({a->packs.size() - 1, 0, unique_of.at(me)});
+        std::vector<int>& idx = sent_indices.emplace_back();  // the leader of B learns them (list order)
         for (std::size_t q : own) {
-          g.pieces.push_back({static_cast<std::size_t>(list[q].k), mine_bytes, list[q].bytes});
-          mine_bytes += list[q].bytes;
+          const auto& v = u.index.at(static_cast<std::size_t>(list[q].k));
+          idx.insert(idx.end(), v.begin(), v.end());
         }
-        g.buf = std::make_unique<Bytes>(mine_bytes);
-        a->gathers.push_back(std::move(g));
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (PMPI_Isend(idx.data(), static_cast<int>(idx.size()), MPI_INT, lead_b, kIdsTag, dup, &r) != MPI_SUCCESS)
+          throw ferry::Error(MPI_ERR_INTERN, "aggregation: the unique elements could not be told");
+        index_requests.push_back(r);
+      } else {
+        std::sort(own.begin(), own.end(), [&](std::size_t x, std::size_t y) { return list[x].k < list[y].k; });
+        i64 packed = 0;
+        for (std::size_t q : own) {
+          pieces.push_back({static_cast<std::size_t>(list[q].k), packed, list[q].bytes});
+          packed += list[q].bytes;
+        }
       }
-      if (me == lead_a) {
+      i64 mine_bytes = 0;
+      for (const Piece& pc : pieces) mine_bytes += pc.bytes;
+      if (me != lead_a && !own.empty()) {
+        a->gathers.push_back({lead_a, tag1, std::make_unique<Bytes>(mine_bytes), std::move(pieces)});
+      } else if (me == lead_a) {
         Aggregation::Lead l{lead_b, std::make_unique<Bytes>(size), {}, {}, tag1};
-        for (std::size_t q : own)
-          l.own.push_back({static_cast<std::size_t>(list[q].k), at[q], list[q].bytes});
+        const i64 shift = with_ids ? (own.empty() ? 0 : base.at(me)) : 0;
+        for (std::size_t x = 0; x < pieces.size(); ++x)  // own pieces at their places in the pair's buffer
+          l.own.push_back({pieces[x].block, with_ids ? shift : at[own[x]], pieces[x].bytes});
         for (int m : ma) {
           if (m == me) continue;
           std::vector<std::size_t> theirs;
           for (std::size_t q = 0; q < list.size(); ++q)
             if (list[q].s == m) theirs.push_back(q);
           if (theirs.empty()) continue;
-          std::sort(theirs.begin(), theirs.end(),
-                    [&](std::size_t x, std::size_t y) { return list[x].k < list[y].k; });
-          std::vector<int> lengths;
-          std::vector<MPI_Aint> where;
-          for (std::size_t q : theirs) {
-            if (list[q].bytes > INT_MAX)
-              throw ferry::Error(MPI_ERR_COUNT, "aggregation: a block over 2 GiB");
-            lengths.push_back(static_cast<int>(list[q].bytes));
-            where.push_back(static_cast<MPI_Aint>(at[q]));
+          std::sort(theirs.begin(), theirs.end(), [&](std::size_t x, std::size_t y) { return list[x].k < list[y].k; });
+          std::vector<std::pair<i64, i64>> where;
+          if (with_ids) {
+            where.push_back({base.at(m), unique_of.at(m)});
+          } else {
+            for (std::size_t q : theirs) where.push_back({at[q], list[q].bytes});
           }
-          MPI_Datatype t = MPI_DATATYPE_NULL;
-          PMPI_Type_create_hindexed(static_cast<int>(theirs.size()), lengths.data(), where.data(),
-                                    MPI_BYTE, &t);
-          PMPI_Type_commit(&t);
-          l.from.emplace_back(m, t);
+          l.from.emplace_back(m, pieces_type(*a, where));
         }
         a->leads.push_back(std::move(l));
       }
     }
     // Step 3 at the receiving side.
     if (region[static_cast<std::size_t>(me)] == rb) {
-      std::vector<Piece> pieces;  // mine, at their offsets in the pair's buffer
-      i64 first = -1, last = 0;
+      std::vector<Piece> pieces;  // mine, at their offsets in the pair's buffer (with ids: in my slice)
+      i64 first = -1, last = 0, taken = 0;
       for (std::size_t q = 0; q < list.size(); ++q) {
         if (list[q].d != me) continue;
         auto& v = slots[{list[q].s, list[q].tag}];
@@ -178,12 +284,23 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
           throw ferry::Error(MPI_ERR_TRUNCATE, "aggregation: more blocks than receive slots");
         const std::size_t j = v[k++];
         recv_aggregated[j] = true;
-        pieces.push_back({j, at[q], list[q].bytes});
+        pieces.push_back({j, with_ids ? taken : at[q], list[q].bytes});
+        taken += list[q].bytes;
         if (first < 0) first = at[q];
         last = at[q] + list[q].bytes;
       }
-      if (me == lead_b) {
-        Aggregation::Hand h{lead_a, tag3, std::make_unique<Bytes>(size), {}, pieces};
+      if (with_ids) {
+        if (me == lead_b) {
+          Told t{a->hands.size(), list, base, {}};
+          for (std::size_t q = 0; q < list.size(); ++q) t.indices[list[q].s].resize(t.indices[list[q].s].size() +
+                                                                                     static_cast<std::size_t>(list[q].bytes / list[q].elem));
+          a->hands.push_back({lead_a, tag3, std::make_unique<Bytes>(size), {}, {}, {}});
+          told.push_back(std::move(t));
+        }
+        if (!pieces.empty())
+          a->takes.push_back({lead_b, tag3, std::make_unique<Bytes>(taken), std::move(pieces)});
+      } else if (me == lead_b) {
+        Aggregation::Hand h{lead_a, tag3, std::make_unique<Bytes>(size), {}, pieces, {}};
         for (int m : mb) {
           if (m == me) continue;
           i64 lo = -1, hi = 0;
@@ -200,6 +317,36 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan) {
         a->takes.push_back(
             {lead_b, tag3, std::make_unique<Bytes>(last - first), std::move(pieces)});
       }
+    }
+  }
+  if (with_ids) {  // each leader of B learns which unique element each element is, then its gathers
+    for (Told& t : told)
+      for (auto& [s, idx] : t.indices) {
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (PMPI_Irecv(idx.data(), static_cast<int>(idx.size()), MPI_INT, s, kIdsTag, dup, &r) != MPI_SUCCESS)
+          throw ferry::Error(MPI_ERR_INTERN, "aggregation: the unique elements could not be learnt");
+        index_requests.push_back(r);
+      }
+    int rc = MPI_SUCCESS;
+    if (!index_requests.empty()) {
+      ServeWhileBlocked serving;
+      rc = PMPI_Waitall(static_cast<int>(index_requests.size()), index_requests.data(), MPI_STATUSES_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) throw ferry::Error(rc, "aggregation: the unique elements did not arrive");
+    for (Told& t : told) {
+      std::map<int, std::vector<std::pair<i64, i64>>> to;  // per destination, its pieces in order
+      std::map<int, std::size_t> read;                     // per source, indices used so far
+      for (const Crossing& x : t.list) {
+        const std::vector<int>& idx = t.indices.at(x.s);
+        std::size_t& r = read[x.s];
+        for (i64 e = 0; e < x.bytes / x.elem; ++e, ++r) {
+          const i64 k = idx.at(r);
+          if (k < 0 || k * x.elem >= x.unique)
+            throw ferry::Error(MPI_ERR_INTERN, "aggregation: a unique element out of range");
+          to[x.d].push_back({t.base.at(x.s) + k * x.elem, x.elem});
+        }
+      }
+      for (const auto& [d, where] : to) a->hands[t.hand].typed.emplace_back(d, pieces_type(*a, where));
     }
   }
   // What still goes directly.

@@ -307,7 +307,7 @@ std::shared_ptr<Flight> post(MPI_Comm comm, const Plan& plan) {
     started(p2p::isend(p2p::kSend, g.block.buf, g.block.count, g.block.type, g.peer, g.tag, dup, &r));
     m->requests.push_back(r);
     if (counting && !p.inter && !transport::world().same_node(me, transport::world_rank(comm, g.peer)))
-      count_crossing();
+      count_crossing(i64{g.block.count} * type_size(g.block.type));
   }
   return m;
 }
@@ -340,7 +340,7 @@ int run(MPI_Comm comm, const Plan& plan, MPI_Request* request) {
   return finish(post(comm, plan), request);
 }
 
-int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
+int init(MPI_Comm comm, Plan plan, MPI_Request* request, const Ids* ids) {
   // The plan's own communicator (persistent collectives may start in different orders on
   // different processes: they must not share tags) and duplicates of the application's types.
   auto kept = std::make_shared<standin::Kept>();
@@ -350,7 +350,7 @@ int init(MPI_Comm comm, Plan plan, MPI_Request* request) {
   plan.channel = kept->comm();
   plan.owned = kept;
   // Across nodes, small blocks may go aggregated (coll_aggregate.cpp), decided here once.
-  std::shared_ptr<const Aggregation> agg = plan.peers.neighbourhood ? aggregate(comm, plan) : nullptr;
+  std::shared_ptr<const Aggregation> agg = plan.peers.neighbourhood ? aggregate(comm, plan, ids) : nullptr;
   if (!agg) plan.legs = legs(plan, false);
   return standin::install(comm, request, [comm, plan = std::move(plan), agg](MPI_Request* started) {
     return finish(agg ? post(comm, agg) : post(comm, plan), started);

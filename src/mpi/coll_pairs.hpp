@@ -181,12 +181,18 @@ int finish(std::shared_ptr<Flight> f, MPI_Request* request);
 // Locality-aware aggregation (coll_aggregate.cpp) of a persistent neighbourhood collective: the
 // plan's blocks between nodes gathered into one message per ordered pair of nodes, where that pays
 // (FERRY_AGGREGATE). Collective over `comm`; null where the blocks go directly.
+// `ids` (ferry_mpi_neighbor_alltoallv_init_ids), where given: per send block the id of each of its
+// elements; the elements one process sends with one id hold one value, so each crosses to a node
+// once however many of its processes take it (de-duplication).
 struct Aggregation;
-std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan);
+using Ids = std::vector<std::vector<long long>>;
+std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, const Ids* ids);
 std::shared_ptr<Flight> post(MPI_Comm comm, std::shared_ptr<const Aggregation> a);
-// Messages of Ferry's collectives to a process on another node (ferry_mpi_collective_crossings).
+// Messages of Ferry's collectives to a process on another node, and their bytes
+// (ferry_mpi_collective_crossings, ferry_mpi_collective_crossing_bytes).
 long crossings();
-void count_crossing();
+long crossing_bytes();
+void count_crossing(i64 bytes);
 
 // A persistent collective's init call (MPI-4's MPI_*_init, Open MPI's MPIX_*_init): its info and
 // where the request goes.
@@ -194,8 +200,9 @@ struct Persist {
   MPI_Info info;
   MPI_Request* request;
 };
-// Makes `*request` a persistent request whose every start runs `plan` (persistent.hpp).
-int init(MPI_Comm comm, Plan plan, MPI_Request* request);
+// Makes `*request` a persistent request whose every start runs `plan` (persistent.hpp); `ids` as
+// aggregate()'s.
+int init(MPI_Comm comm, Plan plan, MPI_Request* request, const Ids* ids = nullptr);
 
 // `count` elements of `type` at `at(buf, bytes)`.
 inline Block block(const void* buf, i64 bytes, int count, MPI_Datatype type) {

@@ -78,6 +78,7 @@ FERRY_EXPORT long ferry_mpi_local_sent(void) { return transport::counters().loca
 FERRY_EXPORT long ferry_mpi_collective_messages(void) { return coll::pairs::calls(); }
 FERRY_EXPORT long ferry_mpi_collective_pulls(void) { return coll::pairs::pulls(); }
 FERRY_EXPORT long ferry_mpi_collective_crossings(void) { return coll::pairs::crossings(); }
+FERRY_EXPORT long ferry_mpi_collective_crossing_bytes(void) { return coll::pairs::crossing_bytes(); }
 FERRY_EXPORT long ferry_mpi_persistent_standins(void) { return coll::standin::made(); }
 FERRY_EXPORT void ferry_mpi_collective_wish(int wish) { coll::pairs::set_wish(wish < 0 ? -1 : wish != 0); }
 FERRY_EXPORT const char* ferry_mpi_locality(int peer, int device) {
