@@ -1,6 +1,6 @@
 // Locality-aware aggregation of the persistent neighbourhood collectives (issue 16), on the
 // simulated topology (FERRY_TOPOLOGY=4x2: 8 ranks on 4 nodes; the GPU build: 2x2, 4 ranks on one
-// GPU) on host buffers that take Ferry's messages (FERRY_PROTOCOL_TEST), or in the GPU build on
+// GPU, FERRY_AGGREGATE_DEVICE) on host buffers that take Ferry's messages (FERRY_PROTOCOL_TEST), or in the GPU build on
 // device buffers. A sparse irregular graph (fixed seeds, each rank 6 random destinations, 64 to
 // 1,024 ints a block, some blocks empty) is exchanged with the persistent neighbour alltoallv and
 // alltoallw, started twice with new data: every int of every block must arrive where the standard
@@ -23,7 +23,7 @@
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
 #endif
-#ifdef FERRY_GPU_TEST
+#ifdef FERRY_AGGREGATE_DEVICE
 #include "gpu_test_util.hpp"
 #endif
 
@@ -75,12 +75,12 @@ int node_of(int rank, int n) {
 class Ints {
  public:
   explicit Ints(std::size_t n, int fill) : host_(n, fill) {
-#ifdef FERRY_GPU_TEST
+#ifdef FERRY_AGGREGATE_DEVICE
     cudaMalloc(&dev_, n * sizeof(int));
 #endif
   }
   ~Ints() {
-#ifdef FERRY_GPU_TEST
+#ifdef FERRY_AGGREGATE_DEVICE
     cudaFree(dev_);
 #endif
   }
@@ -89,12 +89,12 @@ class Ints {
   std::vector<int>& host() { return host_; }
   int* data() { return dev_ ? dev_ : host_.data(); }  // what the collective is given
   void to_device() {
-#ifdef FERRY_GPU_TEST
+#ifdef FERRY_AGGREGATE_DEVICE
     ferry_test::upload(dev_, host_.data(), host_.size() * sizeof(int));
 #endif
   }
   void to_host() {
-#ifdef FERRY_GPU_TEST
+#ifdef FERRY_AGGREGATE_DEVICE
     cudaMemcpy(host_.data(), dev_, host_.size() * sizeof(int), cudaMemcpyDeviceToHost);
 #endif
   }
@@ -311,6 +311,59 @@ TEST(NeighborsAggregate, DuplicatesCrossOnce) {
     MPI_Error_class(rc, &cls);
     const bool sends = std::any_of(scounts.begin(), scounts.end(), [](int c) { return c > 0; });
     EXPECT_EQ(cls, me == 0 && !bad.empty() ? MPI_ERR_COUNT : me == 1 && sends ? MPI_ERR_ARG : MPI_ERR_OTHER);
+  }
+  MPI_Comm_free(&g);
+}
+
+// Counts that do not match between sender and receiver (erroneous, but never a hang or a write
+// past a block): each rank sends 3 ints to the rank two on (another node) and receives from the
+// rank two back. A receiver that posts 2 gets MPI_ERR_TRUNCATE from the start and its buffer
+// untouched, the others their data; one that posts 0 fails the aggregated init everywhere
+// (MPI_ERR_TRUNCATE there, MPI_ERR_OTHER elsewhere). Both the plain and the ids init.
+TEST(NeighborsAggregate, MismatchedCountsGetErrors) {
+  const char* mode = std::getenv("FERRY_AGGREGATE");
+  if (mode && std::string(mode) == "off") return;  // the direct messages: Collectives tests
+  int me = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const int to = (me + 2) % n, from = (me + n - 2) % n, odd = n - 3;  // `odd` posts the wrong count
+  MPI_Comm g;
+  ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &from, MPI_UNWEIGHTED, 1, &to, MPI_UNWEIGHTED,
+                                           MPI_INFO_NULL, 0, &g),
+            MPI_SUCCESS);
+  const int sc[1] = {3}, zero[1] = {0};
+  long long ids[3] = {7, 7, 8};
+  Ints send(3, 0), recv(3, -1);
+  send.host() = {me, me, me + 100};
+  send.to_device();
+  for (const bool named : {false, true}) {
+    auto init = [&](const int* rcounts, MPI_Request* r) {
+      return named ? ferry_mpi_neighbor_alltoallv_init_ids(send.data(), sc, zero, ids, MPI_INT, recv.data(), rcounts, zero,
+                                                           MPI_INT, g, MPI_INFO_NULL, r)
+                   : alltoallv_init(send.data(), sc, zero, MPI_INT, recv.data(), rcounts, zero, MPI_INT, g,
+                                    MPI_INFO_NULL, r);
+    };
+    const char* what = named ? "ids" : "plain";
+    const int two[1] = {2};
+    MPI_Request r = MPI_REQUEST_NULL;
+    ASSERT_EQ(init(me == odd ? two : sc, &r), MPI_SUCCESS) << what;
+    recv.host() = {-1, -1, -1};
+    recv.to_device();
+    ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS) << what;
+    int cls = 0;
+    MPI_Error_class(MPI_Wait(&r, MPI_STATUS_IGNORE), &cls);
+    recv.to_host();
+    if (me == odd) {
+      EXPECT_EQ(cls, MPI_ERR_TRUNCATE) << what;
+      EXPECT_EQ(recv.host(), (std::vector<int>{-1, -1, -1})) << what << ": written past a truncated block";
+    } else {
+      EXPECT_EQ(cls, MPI_SUCCESS) << what;
+      EXPECT_EQ(recv.host(), (std::vector<int>{from, from, from + 100})) << what;
+    }
+    MPI_Request_free(&r);
+    MPI_Error_class(init(me == odd ? zero : sc, &r), &cls);
+    EXPECT_EQ(cls, me == odd ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER) << what << ": a block with no receive slot";
+    if (cls == MPI_SUCCESS) MPI_Request_free(&r);
   }
   MPI_Comm_free(&g);
 }

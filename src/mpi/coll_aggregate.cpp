@@ -23,8 +23,13 @@ void pack_into(const Block& b, char* out) {
     ferry::pack(r.origin, r.count, *r.type, out, r.bytes, &pos);
   }
 }
-void unpack_from(const char* in, i64 bytes, const Block& b) {
-  if (bytes > 0) transport::unstage(in, bytes, transport::target(route_of(b)), 0, true);
+// MPI_ERR_TRUNCATE (nothing written) where the block sent is longer than the receive block.
+int unpack_from(const char* in, i64 bytes, const Block& b) {
+  if (bytes == 0) return MPI_SUCCESS;
+  const transport::Route r = route_of(b);
+  if (bytes > r.bytes) return MPI_ERR_TRUNCATE;
+  transport::unstage(in, bytes, transport::target(r), 0, true);
+  return MPI_SUCCESS;
 }
 
 // The messages of one start: the direct ones (Ferry's point-to-point) and the steps, advanced as
@@ -82,7 +87,7 @@ class Aggregated : public Flight {
         check(PMPI_Isend(h.buf->p, 1, type, member, h.tag_to, dup_, &r));
         sends_.push_back(r);
       }
-      for (const Piece& p : h.own) unpack_from(h.buf->p + p.at, p.bytes, all.recvs[p.block]);
+      for (const Piece& p : h.own) failed(unpack_from(h.buf->p + p.at, p.bytes, all.recvs[p.block]));
     }
     for (std::size_t i = 0; i < a_->takes.size(); ++i) {
       if (take_done_[i]) continue;
@@ -92,7 +97,7 @@ class Aggregated : public Flight {
       }
       take_done_[i] = true;
       const auto& t = a_->takes[i];
-      for (const Piece& p : t.pieces) unpack_from(t.buf->p + p.at, p.bytes, all.recvs[p.block]);
+      for (const Piece& p : t.pieces) failed(unpack_from(t.buf->p + p.at, p.bytes, all.recvs[p.block]));
     }
     if (!complete(sends_)) done = false;
     if (!done && wait) serve_now();
@@ -101,6 +106,9 @@ class Aggregated : public Flight {
   int result() const override { return rc_ != MPI_SUCCESS ? rc_ : direct_->result(); }
 
  private:
+  void failed(int rc) {
+    if (rc != MPI_SUCCESS && rc_ == MPI_SUCCESS) rc_ = rc;
+  }
   void check(int rc) {
     if (rc != MPI_SUCCESS)
       throw ferry::Error(rc, "a message of an aggregated collective could not start");

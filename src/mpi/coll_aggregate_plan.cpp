@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -111,29 +112,37 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
            region[static_cast<std::size_t>(peer)] != region[static_cast<std::size_t>(me)];
   };
 
-  // Every process's crossing blocks: (d, tag, k, bytes, unique, elem) each, gathered everywhere.
+  // Every process's crossing blocks: (d, tag, k, bytes, unique, elem) each, gathered everywhere,
+  // and whether it has a crossing block of a type Ferry cannot pack (then nobody aggregates).
   std::vector<bool> crossing(plan.sends.size());
-  for (std::size_t i = 0; i < plan.sends.size(); ++i) crossing[i] = crosses(p.out[i]) && !empty(plan.sends[i]);
-  const Uniques u = ids ? uniques(plan, *ids, region, crossing) : Uniques{};
-  std::vector<long long> mine;
+  int unreadable = 0;
   for (std::size_t i = 0; i < plan.sends.size(); ++i) {
+    crossing[i] = crosses(p.out[i]) && !empty(plan.sends[i]);
+    if (crossing[i] && !route_of(plan.sends[i]).type) unreadable = 1;
+  }
+  for (std::size_t j = 0; j < plan.recvs.size(); ++j)
+    if (crosses(p.in[j]) && !empty(plan.recvs[j]) && !route_of(plan.recvs[j]).type) unreadable = 1;
+  const Uniques u = ids && !unreadable ? uniques(plan, *ids, region, crossing) : Uniques{};
+  std::vector<long long> mine;
+  for (std::size_t i = 0; i < plan.sends.size() && !unreadable; ++i) {
     if (!crossing[i]) continue;
     const i64 bytes = route_of(plan.sends[i]).bytes, elem = bytes / plan.sends[i].count;
     const i64 unique = ids ? elem * static_cast<i64>(u.first.at(region[static_cast<std::size_t>(p.out[i])]).size()) : 0;
     mine.insert(mine.end(), {p.out[i], p.out_tag[i], static_cast<long long>(i), bytes, unique, elem});
   }
-  std::vector<int> counts(static_cast<std::size_t>(2 * n)), displs(static_cast<std::size_t>(n)),
+  std::vector<int> counts(static_cast<std::size_t>(3 * n)), displs(static_cast<std::size_t>(n)),
       sizes(static_cast<std::size_t>(n));
-  const int count[2] = {static_cast<int>(mine.size()), ids ? 1 : 0};
-  if (PMPI_Allgather(count, 2, MPI_INT, counts.data(), 2, MPI_INT, dup) != MPI_SUCCESS)
+  const int count[3] = {static_cast<int>(mine.size()), ids ? 1 : 0, unreadable};
+  if (PMPI_Allgather(count, 3, MPI_INT, counts.data(), 3, MPI_INT, dup) != MPI_SUCCESS)
     throw ferry::Error(MPI_ERR_INTERN, "aggregation: allgather failed");
   int total = 0;
   bool with_ids = true;  // every process named its values (the same entry everywhere)
   for (int r = 0; r < n; ++r) {
     displs[static_cast<std::size_t>(r)] = total;
-    sizes[static_cast<std::size_t>(r)] = counts[static_cast<std::size_t>(2 * r)];
+    sizes[static_cast<std::size_t>(r)] = counts[static_cast<std::size_t>(3 * r)];
     total += sizes[static_cast<std::size_t>(r)];
-    with_ids = with_ids && counts[static_cast<std::size_t>(2 * r + 1)] != 0;
+    with_ids = with_ids && counts[static_cast<std::size_t>(3 * r + 1)] != 0;
+    unreadable = unreadable || counts[static_cast<std::size_t>(3 * r + 2)] != 0;
   }
   std::vector<long long> every(static_cast<std::size_t>(total));
   if (PMPI_Allgatherv(mine.data(), count[0], MPI_LONG_LONG, every.data(), sizes.data(), displs.data(),
@@ -149,21 +158,22 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
 
   // The same decision everywhere, from the same list.
   std::map<std::pair<int, int>, std::vector<Crossing>> pairs_of;
+  std::set<std::pair<int, int>> counted;  // (source, destination region): its distinct bytes
   i64 bytes = 0, unique = 0;
   for (const Crossing& x : c) {
-    auto& list = pairs_of[{region[static_cast<std::size_t>(x.s)], region[static_cast<std::size_t>(x.d)]}];
-    if (std::none_of(list.begin(), list.end(), [&](const Crossing& y) { return y.s == x.s; })) unique += x.unique;
-    list.push_back(x);
+    const int ra = region[static_cast<std::size_t>(x.s)], rb = region[static_cast<std::size_t>(x.d)];
+    if (counted.insert({x.s, rb}).second) unique += x.unique;
+    pairs_of[{ra, rb}].push_back(x);
     bytes += x.bytes;
   }
-  if (c.empty() || kStep1 + 2 * regions > 32767) return nullptr;
+  if (c.empty() || unreadable || kStep1 + 2 * regions > 32767) return nullptr;
   for (const auto& [rp, list] : pairs_of) {  // one message per pair: its count is an int
     i64 size = 0;
     for (const Crossing& x : list) size += x.bytes;
     if (size > INT_MAX) return nullptr;
   }
-  const bool pays = (c.size() >= 2 * pairs_of.size() && bytes / static_cast<i64>(c.size()) <= 64 * 1024) ||
-                    (with_ids && unique < bytes);
+  const bool pays = bytes / static_cast<i64>(c.size()) <= 64 * 1024 &&
+                    (c.size() >= 2 * pairs_of.size() || (with_ids && unique < bytes));
   if (mode != "on" && !pays) return nullptr;
 
   auto a = std::make_shared<Aggregation>();
@@ -176,8 +186,9 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
   for (std::size_t j = 0; j < plan.recvs.size(); ++j)
     if (crosses(p.in[j]) && !empty(plan.recvs[j])) slots[{p.in[j], p.in_tag[j]}].push_back(j);
   std::map<std::pair<int, int>, std::size_t> seen;
-  // With ids: the indices this process sends to leaders, and those it receives as one.
-  std::vector<std::vector<int>> sent_indices;
+  int refused = MPI_SUCCESS;
+  // With ids: the indices this process sends to leaders (to whom), and those it receives as one.
+  std::vector<std::pair<int, std::vector<int>>> sent_indices;
   std::vector<MPI_Request> index_requests;
   struct Told {
     std::size_t hand;
@@ -228,15 +239,11 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
       if (with_ids && !own.empty()) {
         a->packs.push_back(unique_block(*a, plan, u.first.at(rb)));
         pieces.push_back({a->packs.size() - 1, 0, unique_of.at(me)});
-        std::vector<int>& idx = sent_indices.emplace_back();  // the leader of B learns them (list order)
+        auto& [to, idx] = sent_indices.emplace_back(lead_b, std::vector<int>{});  // in list order
         for (std::size_t q : own) {
           const auto& v = u.index.at(static_cast<std::size_t>(list[q].k));
           idx.insert(idx.end(), v.begin(), v.end());
         }
-        MPI_Request r = MPI_REQUEST_NULL;
-        if (PMPI_Isend(idx.data(), static_cast<int>(idx.size()), MPI_INT, lead_b, kIdsTag, dup, &r) != MPI_SUCCESS)
-          throw ferry::Error(MPI_ERR_INTERN, "aggregation: the unique elements could not be told");
-        index_requests.push_back(r);
       } else {
         std::sort(own.begin(), own.end(), [&](std::size_t x, std::size_t y) { return list[x].k < list[y].k; });
         i64 packed = 0;
@@ -280,8 +287,10 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
         if (list[q].d != me) continue;
         auto& v = slots[{list[q].s, list[q].tag}];
         std::size_t& k = seen[{list[q].s, list[q].tag}];
-        if (k >= v.size())
-          throw ferry::Error(MPI_ERR_TRUNCATE, "aggregation: more blocks than receive slots");
+        if (k >= v.size()) {  // an erroneous call: every process is told below
+          refused = MPI_ERR_TRUNCATE;
+          continue;
+        }
         const std::size_t j = v[k++];
         recv_aggregated[j] = true;
         pieces.push_back({j, with_ids ? taken : at[q], list[q].bytes});
@@ -319,18 +328,34 @@ std::shared_ptr<const Aggregation> aggregate(MPI_Comm comm, const Plan& plan, co
       }
     }
   }
+  // Any process that found more blocks than receive slots fails the init at every process, before
+  // any message of the plan is posted.
+  int any = MPI_SUCCESS;
+  {
+    ServeWhileBlocked serving;
+    if (PMPI_Allreduce(&refused, &any, 1, MPI_INT, MPI_MAX, dup) != MPI_SUCCESS)
+      throw ferry::Error(MPI_ERR_INTERN, "aggregation: allreduce failed");
+  }
+  if (refused != MPI_SUCCESS) throw ferry::Error(refused, "aggregation: more blocks than receive slots");
+  if (any != MPI_SUCCESS) throw ferry::Error(MPI_ERR_OTHER, "aggregation: another process's blocks do not match");
   if (with_ids) {  // each leader of B learns which unique element each element is, then its gathers
+    int rc = MPI_SUCCESS;  // a message that cannot start: those posted complete first
+    for (auto& [to, idx] : sent_indices) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      if (rc == MPI_SUCCESS) rc = PMPI_Isend(idx.data(), static_cast<int>(idx.size()), MPI_INT, to, kIdsTag, dup, &r);
+      index_requests.push_back(r);
+    }
     for (Told& t : told)
-      for (auto& [s, idx] : t.indices) {
+      for (auto& [src, idx] : t.indices) {
         MPI_Request r = MPI_REQUEST_NULL;
-        if (PMPI_Irecv(idx.data(), static_cast<int>(idx.size()), MPI_INT, s, kIdsTag, dup, &r) != MPI_SUCCESS)
-          throw ferry::Error(MPI_ERR_INTERN, "aggregation: the unique elements could not be learnt");
+        if (rc == MPI_SUCCESS) rc = PMPI_Irecv(idx.data(), static_cast<int>(idx.size()), MPI_INT, src, kIdsTag, dup, &r);
         index_requests.push_back(r);
       }
-    int rc = MPI_SUCCESS;
     if (!index_requests.empty()) {
       ServeWhileBlocked serving;
-      rc = PMPI_Waitall(static_cast<int>(index_requests.size()), index_requests.data(), MPI_STATUSES_IGNORE);
+      const int waited =
+          PMPI_Waitall(static_cast<int>(index_requests.size()), index_requests.data(), MPI_STATUSES_IGNORE);
+      if (rc == MPI_SUCCESS) rc = waited;
     }
     if (rc != MPI_SUCCESS) throw ferry::Error(rc, "aggregation: the unique elements did not arrive");
     for (Told& t : told) {

@@ -5,6 +5,7 @@
 // Every start runs as Ferry's messages, on host and GPU memory alike, whether or not the MPI has
 // persistent collectives.
 #include <ferry/ferry_mpi.h>
+#include <ferry/registry.hpp>
 
 #include "mpi/boundary.hpp"
 #include "mpi/coll_pairs.hpp"
@@ -13,12 +14,24 @@ using namespace ferry::mpi_detail;
 
 namespace {
 
+// Whether `type` is one MPI may send: predefined, or derived and committed (through Ferry's entry,
+// which the registry knows).
+bool usable(MPI_Datatype type) {
+  MPI_Aint lb = 0, extent = 0;
+  if (type == MPI_DATATYPE_NULL || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS) return false;
+  try {
+    return ferry::lookup(type) != nullptr;
+  } catch (const ferry::Error&) {
+    return false;
+  }
+}
+
 // What MPI would answer to these arguments at this process (MPI_SUCCESS: nothing).
-int refused(const void* sendbuf, const int* sendcounts, const int* sdispls, const long long* sendids,
+int refused(const void* sendbuf, const void* recvbuf, const int* sendcounts, const int* sdispls, const long long* sendids,
             MPI_Datatype sendtype, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype,
             const coll::Degrees& d, MPI_Request* request) {
   if (!request) return MPI_ERR_REQUEST;
-  if (sendbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER;  // not defined for neighbourhood collectives
+  if (sendbuf == MPI_IN_PLACE || recvbuf == MPI_IN_PLACE) return MPI_ERR_BUFFER;  // not for neighbourhood ones
   if ((d.out > 0 && (!sendcounts || !sdispls)) || (d.in > 0 && (!recvcounts || !rdispls))) return MPI_ERR_ARG;
   bool sends = false, receives = false;
   for (int i = 0; i < d.out; ++i) {
@@ -29,7 +42,7 @@ int refused(const void* sendbuf, const int* sendcounts, const int* sdispls, cons
     if (recvcounts[j] < 0) return MPI_ERR_COUNT;
     receives = receives || recvcounts[j] > 0;
   }
-  if ((sends && sendtype == MPI_DATATYPE_NULL) || (receives && recvtype == MPI_DATATYPE_NULL)) return MPI_ERR_TYPE;
+  if ((sends && !usable(sendtype)) || (receives && !usable(recvtype))) return MPI_ERR_TYPE;
   if (sends && !sendids) return MPI_ERR_ARG;
   return MPI_SUCCESS;
 }
@@ -47,7 +60,7 @@ extern "C" __attribute__((visibility("default"))) int ferry_mpi_neighbor_alltoal
       throw ferry::Error(MPI_ERR_TOPOLOGY, "ferry_mpi_neighbor_alltoallv_init_ids: the communicator has no topology");
     // Every process learns whether any refused (each returns its own class, or MPI_ERR_OTHER), so
     // none waits for a plan the others do not make.
-    const int mine = refused(sendbuf, sendcounts, sdispls, sendids, sendtype, recvcounts, rdispls, recvtype, d, request);
+    const int mine = refused(sendbuf, recvbuf, sendcounts, sdispls, sendids, sendtype, recvcounts, rdispls, recvtype, d, request);
     int any = MPI_SUCCESS;
     {
       ServeWhileBlocked serving;
