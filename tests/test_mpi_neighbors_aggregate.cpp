@@ -104,6 +104,37 @@ class Ints {
   int* dev_ = nullptr;
 };
 
+// This rank's part of the graph: its neighbours, the edge each block is, a dist graph of them,
+// and the blocks' layout (send blocks one after another with a gap of 3 ints; receive blocks in
+// reverse order, gap 5).
+struct Part {
+  std::vector<int> out, in, out_q, in_q, scounts, sdispls, rcounts, rdispls;
+  int stotal = 0, rtotal = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+Part part_of(const std::vector<Edge>& edges, int me) {
+  Part p;
+  for (int q = 0; q < static_cast<int>(edges.size()); ++q) {
+    const Edge& e = edges[static_cast<std::size_t>(q)];
+    if (e.s == me) p.out.push_back(e.d), p.out_q.push_back(q);
+    if (e.d == me) p.in.push_back(e.s), p.in_q.push_back(q);
+  }
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(p.in.size()), p.in.data(), MPI_UNWEIGHTED,
+                                 static_cast<int>(p.out.size()), p.out.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
+                                 &p.comm);
+  for (int q : p.out_q) {
+    p.scounts.push_back(edges[static_cast<std::size_t>(q)].ints);
+    p.sdispls.push_back(p.stotal);
+    p.stotal += p.scounts.back() + 3;
+  }
+  for (std::size_t j = p.in_q.size(); j-- > 0;) {
+    p.rcounts.insert(p.rcounts.begin(), edges[static_cast<std::size_t>(p.in_q[j])].ints);
+    p.rdispls.insert(p.rdispls.begin(), p.rtotal);
+    p.rtotal += p.rcounts.front() + 5;
+  }
+  return p;
+}
+
 TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
   int me = 0, n = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -112,17 +143,10 @@ TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
   const std::string mode = mode_env ? mode_env : "auto";
   for (unsigned seed : {3u, 11u}) {
     const std::vector<Edge> edges = graph(seed, n);
-    std::vector<int> out, in, out_q, in_q;  // neighbours, and the edge each block is
-    for (int q = 0; q < static_cast<int>(edges.size()); ++q) {
-      const Edge& e = edges[static_cast<std::size_t>(q)];
-      if (e.s == me) out.push_back(e.d), out_q.push_back(q);
-      if (e.d == me) in.push_back(e.s), in_q.push_back(q);
-    }
-    MPI_Comm g;
-    ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(in.size()), in.data(), MPI_UNWEIGHTED,
-                                             static_cast<int>(out.size()), out.data(), MPI_UNWEIGHTED, MPI_INFO_NULL,
-                                             0, &g),
-              MPI_SUCCESS);
+    const Part pt = part_of(edges, me);
+    ASSERT_NE(pt.comm, MPI_COMM_NULL);
+    const auto& [out, in, out_q, in_q, scounts, sdispls, rcounts, rdispls, stotal, rtotal, g_] = pt;
+    MPI_Comm g = g_;
     // The crossing messages the collective must send, over all ranks: one per ordered pair of
     // nodes with data, or one per non-empty crossing block.
     std::set<std::pair<int, int>> node_pairs;
@@ -135,19 +159,6 @@ TEST(NeighborsAggregate, SparseGraphOnePerNodePair) {
     const long want_crossings = mode == "off" ? crossing_blocks : static_cast<long>(node_pairs.size());
     EXPECT_LE(node_pairs.size(), 12u);
 
-    // Send blocks one after another with a gap of 3 ints; receive blocks in reverse order, gap 5.
-    std::vector<int> scounts, sdispls, rcounts, rdispls;
-    int stotal = 0, rtotal = 0;
-    for (int q : out_q) {
-      scounts.push_back(edges[static_cast<std::size_t>(q)].ints);
-      sdispls.push_back(stotal);
-      stotal += scounts.back() + 3;
-    }
-    for (std::size_t j = in_q.size(); j-- > 0;) {
-      rcounts.insert(rcounts.begin(), edges[static_cast<std::size_t>(in_q[j])].ints);
-      rdispls.insert(rdispls.begin(), rtotal);
-      rtotal += rcounts.front() + 5;
-    }
     std::vector<MPI_Aint> sbytes, rbytes;
     for (int d : sdispls) sbytes.push_back(static_cast<MPI_Aint>(d) * 4);
     for (int d : rdispls) rbytes.push_back(static_cast<MPI_Aint>(d) * 4);
@@ -216,17 +227,10 @@ TEST(NeighborsAggregate, DuplicatesCrossOnce) {
     std::mt19937 rng(seed * 7919u + static_cast<unsigned>(q));
     for (int k = 0; k < edges[q].ints; ++k) ids[q].push_back(static_cast<int>(rng() % 200));
   }
-  std::vector<int> out, in, out_q, in_q;
-  for (int q = 0; q < static_cast<int>(edges.size()); ++q) {
-    const Edge& e = edges[static_cast<std::size_t>(q)];
-    if (e.s == me) out.push_back(e.d), out_q.push_back(q);
-    if (e.d == me) in.push_back(e.s), in_q.push_back(q);
-  }
-  MPI_Comm g;
-  ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, static_cast<int>(in.size()), in.data(), MPI_UNWEIGHTED,
-                                           static_cast<int>(out.size()), out.data(), MPI_UNWEIGHTED, MPI_INFO_NULL, 0,
-                                           &g),
-            MPI_SUCCESS);
+  const Part pt = part_of(edges, me);
+  ASSERT_NE(pt.comm, MPI_COMM_NULL);
+  const auto& [out, in, out_q, in_q, scounts, sdispls, rcounts, rdispls, stotal, rtotal, g_] = pt;
+  MPI_Comm g = g_;
   // What must cross, over all ranks: distinct values per (rank, other node), or every block.
   std::set<std::pair<int, int>> node_pairs;
   std::set<std::tuple<int, int, int>> distinct;  // (source, node, id)
@@ -243,18 +247,6 @@ TEST(NeighborsAggregate, DuplicatesCrossOnce) {
   const long want_messages = aggregated ? static_cast<long>(node_pairs.size()) : blocks;
   EXPECT_LT(4L * static_cast<long>(distinct.size()), block_bytes / 2) << "the pattern repeats values";
 
-  std::vector<int> scounts, sdispls, rcounts, rdispls;
-  int stotal = 0, rtotal = 0;
-  for (int q : out_q) {
-    scounts.push_back(edges[static_cast<std::size_t>(q)].ints);
-    sdispls.push_back(stotal);
-    stotal += scounts.back() + 3;
-  }
-  for (std::size_t j = in_q.size(); j-- > 0;) {
-    rcounts.insert(rcounts.begin(), edges[static_cast<std::size_t>(in_q[j])].ints);
-    rdispls.insert(rdispls.begin(), rtotal);
-    rtotal += rcounts.front() + 5;
-  }
   std::vector<long long> sendids(static_cast<std::size_t>(stotal) + 1, -1);
   for (std::size_t i = 0; i < out_q.size(); ++i)
     for (int k = 0; k < scounts[i]; ++k)
