@@ -27,6 +27,11 @@ struct Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 };
+// Its memory as elements of T.
+template <class T>
+T* as(const Device& d) {
+  return reinterpret_cast<T*>(d.p);
+}
 
 // cudaMemcpy from pageable memory may return before its DMA lands, and the work that follows
 // runs on non-blocking streams that do not wait for it: wait for the device before going on.

@@ -60,9 +60,10 @@ class Pull : public ::testing::Test {
     std::vector<int> out(static_cast<std::size_t>(s_total), -1), in(static_cast<std::size_t>(r_total), -7);
     for (int p = 0; p < n; ++p)
       for (int k = 0; k < sc[p]; ++k) out[static_cast<std::size_t>(sd[p] + k)] = value(r, p, call, k);
-    int *send = nullptr, *recv = nullptr;
-    CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int) + 4));
-    CUDA_OK(cudaMalloc(&recv, in.size() * sizeof(int) + 4));
+    ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int) + 4));
+    int* send = ferry_test::as<int>(send_mem);
+    ferry_test::Device recv_mem(static_cast<std::int64_t>(in.size() * sizeof(int) + 4));
+    int* recv = ferry_test::as<int>(recv_mem);
     CUDA_OK(cudaMemcpy(recv, in.data(), in.size() * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_OK(cudaDeviceSynchronize());
     if (busy_) {  // the legacy stream still copying when the call starts: the readers wait for it
@@ -78,8 +79,6 @@ class Pull : public ::testing::Test {
       for (int k = rc[p]; k < rc[p] + 3; ++k) wrong += got[static_cast<std::size_t>(rd[p] + k)] != -7;
     }
     EXPECT_EQ(wrong, 0) << "call " << call;
-    cudaFree(send);
-    cudaFree(recv);
   }
   static constexpr std::size_t kBusy = std::size_t{1} << 30;  // a 512 MiB copy: ~0.25 ms
   char* busy_ = nullptr;
@@ -119,8 +118,8 @@ TEST_F(Pull, ServesAPendingReceiveMeanwhile) {
   // 1 must answer while it waits in the collective (a blocking collective of the MPI's would not).
   if (n_ < 2) GTEST_SKIP() << "needs 2 ranks";
   const std::size_t bytes = std::size_t{1} << 20;
-  char* msg = nullptr;
-  CUDA_OK(cudaMalloc(&msg, bytes));
+  ferry_test::Device msg_mem(static_cast<std::int64_t>(bytes));
+  char* msg = ferry_test::as<char>(msg_mem);
   CUDA_OK(cudaMemset(msg, me_ + 1, bytes));
   for (int round = 0; round < 3; ++round) {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -140,14 +139,14 @@ TEST_F(Pull, ServesAPendingReceiveMeanwhile) {
       EXPECT_EQ(std::count(got.begin(), got.end(), 1), static_cast<long>(bytes));
     }
   }
-  cudaFree(msg);
 }
 
 TEST_F(Pull, NotForNonBlockingOrForcedMessages) {
   const int per = 2048;
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, static_cast<std::size_t>(per) * n_ * sizeof(int)));
-  CUDA_OK(cudaMalloc(&recv, static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
+  ferry_test::Device recv_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* recv = ferry_test::as<int>(recv_mem);
   std::vector<int> counts(n_, per), displs(n_);
   for (int p = 0; p < n_; ++p) displs[p] = p * per;
   const long before = ferry_mpi_collective_pulls();
@@ -162,17 +161,16 @@ TEST_F(Pull, NotForNonBlockingOrForcedMessages) {
             MPI_SUCCESS);
   ferry_mpi_force_collectives(nullptr);
   EXPECT_EQ(ferry_mpi_collective_pulls(), before);
-  cudaFree(send);
-  cudaFree(recv);
 }
 
 TEST_F(Pull, AbsoluteAddressesFromMpiBottom) {
   // MPI_Alltoallw from MPI_BOTTOM: each send block is one element of a struct type holding the
   // block's absolute address (MPI_Get_address), contiguous to Ferry.
   const int per = 1500;
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, static_cast<std::size_t>(per) * n_ * sizeof(int)));
-  CUDA_OK(cudaMalloc(&recv, static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
+  ferry_test::Device recv_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* recv = ferry_test::as<int>(recv_mem);
   std::vector<int> out(static_cast<std::size_t>(per) * n_), got(out.size());
   for (int p = 0; p < n_; ++p)
     for (int k = 0; k < per; ++k) out[static_cast<std::size_t>(p * per + k)] = value(me_, p, 30, k);
@@ -198,17 +196,16 @@ TEST_F(Pull, AbsoluteAddressesFromMpiBottom) {
     for (int k = 0; k < per; ++k) wrong += got[static_cast<std::size_t>(p * per + k)] != value(p, me_, 30, k);
   EXPECT_EQ(wrong, 0);
   for (MPI_Datatype& t : st) MPI_Type_free(&t);
-  cudaFree(send);
-  cudaFree(recv);
 }
 
 TEST_F(Pull, SendBufferRewrittenBetweenCalls) {
   // The same buffers, rewritten (without a synchronize) right after each call returns: a reader
   // still reading when its sender returned would see the next call's ints.
   const int per = 4096;
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, static_cast<std::size_t>(per) * n_ * sizeof(int)));
-  CUDA_OK(cudaMalloc(&recv, static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
+  ferry_test::Device recv_mem(static_cast<std::int64_t>(static_cast<std::size_t>(per) * n_ * sizeof(int)));
+  int* recv = ferry_test::as<int>(recv_mem);
   std::vector<int> out(static_cast<std::size_t>(per) * n_), got(out.size());
   for (int call = 0; call < 20; ++call) {
     for (int p = 0; p < n_; ++p)
@@ -224,8 +221,6 @@ TEST_F(Pull, SendBufferRewrittenBetweenCalls) {
       for (int k = 0; k < per; ++k) wrong += got[static_cast<std::size_t>(p * per + k)] != value(p, me_, call, k);
     EXPECT_EQ(wrong, 0) << "call " << call;
   }
-  cudaFree(send);
-  cudaFree(recv);
 }
 
 TEST_F(Pull, ReorderedSubcommunicator) {
@@ -249,9 +244,10 @@ TEST_F(Pull, AlltoallwOfContiguousTypes) {
   std::vector<int> out(static_cast<std::size_t>(4 * per * n_)), got(out.size());
   for (int p = 0; p < n_; ++p)
     for (int k = 0; k < 4 * per; ++k) out[static_cast<std::size_t>(p * 4 * per + k)] = value(me_, p, 6, k);
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int)));
-  CUDA_OK(cudaMalloc(&recv, out.size() * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
+  ferry_test::Device recv_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+  int* recv = ferry_test::as<int>(recv_mem);
   CUDA_OK(cudaMemcpy(send, out.data(), out.size() * sizeof(int), cudaMemcpyHostToDevice));
   const long before = ferry_mpi_collective_pulls();
   ASSERT_EQ(MPI_Alltoallw(send, sc.data(), sd.data(), st.data(), recv, rc.data(), rd.data(), rt.data(), MPI_COMM_WORLD),
@@ -260,8 +256,6 @@ TEST_F(Pull, AlltoallwOfContiguousTypes) {
   CUDA_OK(cudaMemcpy(got.data(), recv, got.size() * sizeof(int), cudaMemcpyDeviceToHost));
   for (int p = 0; p < n_; ++p)
     for (int k = 0; k < 4 * per; ++k) ASSERT_EQ(got[static_cast<std::size_t>(p * 4 * per + k)], value(p, me_, 6, k));
-  cudaFree(send);
-  cudaFree(recv);
   MPI_Type_free(&four);
 }
 
@@ -288,9 +282,10 @@ TEST_F(Pull, OneRankNotContiguousSendsEveryoneToTheMessages) {
     std::vector<int> out(static_cast<std::size_t>(2 * per * n_)), got(static_cast<std::size_t>(4 * per * n_), -7);
     for (int p = 0; p < n_; ++p)
       for (int k = 0; k < 2 * per; ++k) out[static_cast<std::size_t>(p * 2 * per + k)] = value(me_, p, 7, k);
-    int *send = nullptr, *recv = nullptr;
-    CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int)));
-    CUDA_OK(cudaMalloc(&recv, got.size() * sizeof(int)));
+    ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+    int* send = ferry_test::as<int>(send_mem);
+    ferry_test::Device recv_mem(static_cast<std::int64_t>(got.size() * sizeof(int)));
+    int* recv = ferry_test::as<int>(recv_mem);
     CUDA_OK(cudaMemcpy(send, out.data(), out.size() * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(recv, got.data(), got.size() * sizeof(int), cudaMemcpyHostToDevice));
     ASSERT_EQ(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_INT, recv, rc.data(), rd.data(), me_ == 0 ? gappy : MPI_INT, comm),
@@ -303,8 +298,6 @@ TEST_F(Pull, OneRankNotContiguousSendsEveryoneToTheMessages) {
                                         : static_cast<std::size_t>(p * 2 * per + k);
         ASSERT_EQ(got[at], value(p, me_, 7, k)) << "from " << p << " int " << k;
       }
-    cudaFree(send);
-    cudaFree(recv);
   }
   EXPECT_FALSE(pulled_everywhere(before));
   before = ferry_mpi_collective_pulls();
@@ -343,9 +336,10 @@ TEST_F(Pull, DistGraphOfUnequalDegrees) {
   std::vector<int> out(static_cast<std::size_t>(s_total) + 1), got(static_cast<std::size_t>(r_total) + 1);
   for (std::size_t i = 0; i < to.size(); ++i)
     for (int k = 0; k < sc[i]; ++k) out[static_cast<std::size_t>(sd[i] + k)] = value(me_, to[i], 40, k);
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int)));
-  CUDA_OK(cudaMalloc(&recv, got.size() * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
+  ferry_test::Device recv_mem(static_cast<std::int64_t>(got.size() * sizeof(int)));
+  int* recv = ferry_test::as<int>(recv_mem);
   CUDA_OK(cudaMemcpy(send, out.data(), out.size() * sizeof(int), cudaMemcpyHostToDevice));
   const long before = ferry_mpi_collective_pulls();
   ASSERT_EQ(MPI_Neighbor_alltoallv(send, sc.data(), sd.data(), MPI_INT, recv, rc.data(), rd.data(), MPI_INT, g),
@@ -356,8 +350,6 @@ TEST_F(Pull, DistGraphOfUnequalDegrees) {
   for (std::size_t j = 0; j < from.size(); ++j)
     for (int k = 0; k < rc[j]; ++k) wrong += got[static_cast<std::size_t>(rd[j] + k)] != value(from[j], me_, 40, k);
   EXPECT_EQ(wrong, 0);
-  cudaFree(send);
-  cudaFree(recv);
   MPI_Comm_free(&g);
 }
 
@@ -372,10 +364,11 @@ TEST_F(Pull, HostBuffersAtSomeRanks) {
   std::vector<int> out(static_cast<std::size_t>(per) * n_), got(out.size(), -7);
   for (int p = 0; p < n_; ++p)
     for (int k = 0; k < per; ++k) out[static_cast<std::size_t>(p * per + k)] = value(me_, p, 50, k);
-  int *send = nullptr, *recv = nullptr;
-  CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int)));
+  ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+  int* send = ferry_test::as<int>(send_mem);
   CUDA_OK(cudaMemcpy(send, out.data(), out.size() * sizeof(int), cudaMemcpyHostToDevice));
-  if (me_ % 2 == 0) CUDA_OK(cudaMalloc(&recv, got.size() * sizeof(int)));
+  ferry_test::Device recv_mem(me_ % 2 == 0 ? static_cast<std::int64_t>(got.size() * sizeof(int)) : 1);
+  int* recv = ferry_test::as<int>(recv_mem);
   int* into = me_ % 2 == 0 ? recv : got.data();
   for (int call = 0; call < 2; ++call) {
     const long before = ferry_mpi_collective_pulls();
@@ -388,8 +381,6 @@ TEST_F(Pull, HostBuffersAtSomeRanks) {
   for (int p = 0; p < n_; ++p)
     for (int k = 0; k < per; ++k) wrong += got[static_cast<std::size_t>(p * per + k)] != value(p, me_, 50, k);
   EXPECT_EQ(wrong, 0);
-  cudaFree(send);
-  if (recv) cudaFree(recv);
   MPI_Comm_free(&comm);
 }
 
@@ -409,9 +400,10 @@ TEST_F(Pull, NeighbourhoodRing) {
     std::vector<int> out(static_cast<std::size_t>(2 * per + 5)), got(out.size()), fresh(out.size(), -7);
     for (int b = 0; b < 2; ++b)
       for (int k = 0; k < per; ++k) out[static_cast<std::size_t>(displs[b] + k)] = value(r, b, 10, k);
-    int *send = nullptr, *recv = nullptr;
-    CUDA_OK(cudaMalloc(&send, out.size() * sizeof(int)));
-    CUDA_OK(cudaMalloc(&recv, out.size() * sizeof(int)));
+    ferry_test::Device send_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+    int* send = ferry_test::as<int>(send_mem);
+    ferry_test::Device recv_mem(static_cast<std::int64_t>(out.size() * sizeof(int)));
+    int* recv = ferry_test::as<int>(recv_mem);
     CUDA_OK(cudaMemcpy(send, out.data(), out.size() * sizeof(int), cudaMemcpyHostToDevice));
     for (int call = 0; call < 2; ++call) {
       CUDA_OK(cudaMemcpy(recv, fresh.data(), fresh.size() * sizeof(int), cudaMemcpyHostToDevice));
@@ -431,8 +423,6 @@ TEST_F(Pull, NeighbourhoodRing) {
           wrong += got[static_cast<std::size_t>(at[j] + k)] != (from[j] == MPI_PROC_NULL ? -7 : value(from[j], block[j], 10, k));
       EXPECT_EQ(wrong, 0) << "periodic " << periodic << " call " << call;
     }
-    cudaFree(send);
-    cudaFree(recv);
     MPI_Comm_free(&ring);
   }
 }

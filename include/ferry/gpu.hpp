@@ -63,6 +63,15 @@ struct Allocation {
   i64 size;
   unsigned long long id;
   int device;
+  // [lo, hi) (addresses) lies within it; false when it has no base (host memory).
+  bool holds(std::uintptr_t lo, std::uintptr_t hi) const {
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    return base && lo >= b && hi >= lo && hi <= b + static_cast<std::uintptr_t>(size);
+  }
+  bool holds(const void* p, i64 bytes) const {
+    const auto lo = reinterpret_cast<std::uintptr_t>(p);
+    return bytes >= 0 && holds(lo, lo + static_cast<std::uintptr_t>(bytes));
+  }
 };
 Allocation allocation_of(const void* p);
 // allocation_of() through the pointer cache: a pageable host page the cache knows is answered

@@ -200,9 +200,13 @@ bool pull_suits(MPI_Comm comm) {
   if (!transport::pull_on() || comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
       PMPI_Comm_size(comm, &n) != MPI_SUCCESS || n <= 2)
     return false;
-  Standings& s = standings();
-  std::lock_guard lock(s.mutex);
-  return standing_locked(s, comm, n).node;
+  try {  // called before the entry's guard (mirrored()): nothing may escape
+    Standings& s = standings();
+    std::lock_guard lock(s.mutex);
+    return standing_locked(s, comm, n).node;
+  } catch (...) {
+    return false;
+  }
 }
 
 void forget_pulls(MPI_Comm comm) {

@@ -18,15 +18,6 @@
 
 namespace ferry::transport {
 
-namespace {
-
-bool inside(const gpu::Allocation& a, const void* p, i64 bytes) {
-  const auto lo = reinterpret_cast<std::uintptr_t>(a.base), at = reinterpret_cast<std::uintptr_t>(p);
-  return a.base && at >= lo && bytes <= a.size && at - lo <= static_cast<std::uintptr_t>(a.size - bytes);
-}
-
-}  // namespace
-
 struct Pull::Impl {
   int slot = -1;          // this process's event (wire::Ready), recorded at the first offer
   bool recorded = false;  // ... or tried to be
@@ -67,9 +58,9 @@ bool Pull::offer(const void* p, i64 bytes, Offer* out) {
   }
   if (!gpu::available()) return false;
   Impl& m = *impl_;
-  if (!inside(m.sent, p, bytes)) {
+  if (!m.sent.holds(p, bytes)) {
     m.sent = gpu::where(p);
-    if (m.sent.kind != gpu::Memory::device || !inside(m.sent, p, bytes)) {
+    if (m.sent.kind != gpu::Memory::device || !m.sent.holds(p, bytes)) {
       m.sent.base = nullptr;
       return false;
     }
@@ -95,9 +86,9 @@ bool Pull::take(int peer, const Offer& o, void* dst) {
   if (!o.ok) return false;
   if (o.bytes == 0) return true;
   Impl& m = *impl_;
-  if (!inside(m.into, dst, o.bytes)) {
+  if (!m.into.holds(dst, o.bytes)) {
     m.into = gpu::where(dst);
-    if (m.into.kind != gpu::Memory::device || !inside(m.into, dst, o.bytes)) {
+    if (m.into.kind != gpu::Memory::device || !m.into.holds(dst, o.bytes)) {
       m.into.base = nullptr;
       return false;
     }

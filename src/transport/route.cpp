@@ -61,11 +61,6 @@ std::uintptr_t address(const void* origin, i64 offset) {
   return reinterpret_cast<std::uintptr_t>(origin) + static_cast<std::uintptr_t>(offset);
 }
 
-bool inside(const gpu::Allocation& a, std::uintptr_t lo, std::uintptr_t hi) {
-  const auto base = reinterpret_cast<std::uintptr_t>(a.base);
-  return a.base && lo >= base && hi <= base + static_cast<std::uintptr_t>(a.size);
-}
-
 }  // namespace
 
 Memory locate(const void* origin, i64 count, const Type& type) {
@@ -76,7 +71,7 @@ Memory locate(const void* origin, i64 count, const Type& type) {
     const std::uintptr_t lo = address(origin, type.data_lb(count));
     m.alloc = gpu::where(reinterpret_cast<const void*>(lo));
     m.kind = m.alloc.kind;
-    m.one_allocation = inside(m.alloc, lo, address(origin, span_hi));
+    m.one_allocation = m.alloc.holds(lo, address(origin, span_hi));
     return m;
   }
   // MPI_BOTTOM: the displacements are addresses, and each block may be in its own allocation.
@@ -88,7 +83,7 @@ Memory locate(const void* origin, i64 count, const Type& type) {
   std::vector<gpu::Allocation> seen;
   for (auto [lo, hi] : rs) {
     const std::uintptr_t a_lo = address(nullptr, lo), a_hi = address(nullptr, hi);
-    auto known = std::find_if(seen.begin(), seen.end(), [&](const gpu::Allocation& a) { return inside(a, a_lo, a_hi); });
+    auto known = std::find_if(seen.begin(), seen.end(), [&](const gpu::Allocation& a) { return a.holds(a_lo, a_hi); });
     const gpu::Allocation a = known != seen.end() ? *known : gpu::where(reinterpret_cast<const void*>(a_lo));
     if (known == seen.end() && a.base) seen.push_back(a);
     if (a.kind == gpu::Memory::host) pageable = true;
@@ -98,7 +93,7 @@ Memory locate(const void* origin, i64 count, const Type& type) {
       m.alloc = a;
     }
     if (!is_gpu(m.kind) && a.kind == gpu::Memory::pinned_host && !m.alloc.base) m.alloc = a;
-    m.one_allocation = m.one_allocation && inside(is_gpu(m.kind) ? m.alloc : a, a_lo, a_hi);
+    m.one_allocation = m.one_allocation && (is_gpu(m.kind) ? m.alloc : a).holds(a_lo, a_hi);
   }
   if (any_gpu && pageable)
     detail::fail(MPI_ERR_BUFFER, "the datatype's blocks lie in GPU memory and in pageable host memory "
