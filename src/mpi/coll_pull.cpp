@@ -225,8 +225,9 @@ bool pulled(MPI_Comm comm, const Plan& plan, int* rc) {
   std::unique_ptr<transport::Pull> pull;
   std::vector<transport::Offer> out(plan.sends.size()), in(plan.recvs.size());
   // A neighbour named twice (a periodic dimension of one or two processes, a graph that repeats
-  // an edge) is left to the messages, which match repeated neighbours as MPI-4.1 says.
-  bool ok = !repeats(plan.peers.out) && !repeats(plan.peers.in);
+  // an edge) is left to the messages, which match repeated neighbours as MPI-4.1 says. (A group's
+  // peers never repeat.)
+  bool ok = !plan.peers.neighbourhood || (!repeats(plan.peers.out) && !repeats(plan.peers.in));
   try {
     pull = std::make_unique<transport::Pull>();
     ok = offer(comm, plan, *pull, out) && ok;

@@ -9,6 +9,8 @@
 // senders' buffers are free for reuse only then.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,18 +32,31 @@ struct Pull::Impl {
   std::vector<gpu::Event> waited;       // the peers' events the legacy stream waits for
   std::vector<gpu::Span> spans;         // read by the kernel on this GPU (launches of up to 64)
   std::vector<gpu::Span> peer;          // from a GPU this one has no peer access to: a copy each
-  std::vector<std::pair<std::uint64_t, bool>> reach;  // GPUs (device_key) the kernel may read
-  bool reaches(std::uint64_t gpu) {
-    if (gpu == key) return true;
-    for (const auto& [k, ok] : reach)
-      if (k == gpu) return ok;
-    bool ok = false;  // a GPU of this process's with peer access from this one
-    for (int d = 0; d < gpu::device_count() && !ok; ++d)
-      ok = d != device && gpu::device_key(d) == gpu && gpu::can_access_peer(device, d);
-    reach.emplace_back(gpu, ok);
-    return ok;
-  }
 };
+
+namespace {
+
+// Whether a kernel on `device` may read GPU `gpu` (device_key): the same GPU, or one of this
+// process's with peer access from it. Asked of the driver once per pair for the process.
+struct Reach {
+  std::mutex mutex;
+  std::vector<std::tuple<int, std::uint64_t, bool>> known;
+};
+bool reaches(int device, std::uint64_t key, std::uint64_t gpu) {
+  if (gpu == key) return true;
+  static auto* r = new Reach();  // never destroyed: usable at exit
+  std::lock_guard lock(r->mutex);
+  for (const auto& [d, k, ok] : r->known)
+    if (d == device && k == gpu) return ok;
+  bool ok = false;
+  for (int d = 0; d < gpu::device_count() && !ok; ++d)
+    ok = d != device && gpu::device_key(d) == gpu && gpu::can_access_peer(device, d);
+  r->known.emplace_back(device, gpu, ok);
+  return ok;
+}
+
+}  // namespace
+
 
 Pull::Pull() : impl_(std::make_unique<Impl>()) {}
 
@@ -117,7 +132,7 @@ bool Pull::take(int peer, const Offer& o, void* dst) {
     m.leases.push_back(std::move(lease));
   }
   // The kernel runs on this GPU: it writes this GPU's memory and reads what this GPU reaches.
-  const bool kernel = m.into.device == m.device && m.reaches(o.gpu);
+  const bool kernel = m.into.device == m.device && reaches(m.device, m.key, o.gpu);
   (kernel ? m.spans : m.peer).push_back(gpu::Span{dst, src, o.bytes});
   return true;
 }
